@@ -1,0 +1,63 @@
+"""The exceptions slimcache raises.
+
+Every exception derives from :class:`SlimcacheError`, so one ``except`` clause catches them all::
+
+    SlimcacheError
+    ├── ConfigurationError   (also a ValueError) a constructor argument or URL is wrong
+    │   └── MissingExtraError (also an ImportError) the adapter for a URL is not installed
+    ├── InvalidInput          (also a ValueError) a message, conversation or thread id is malformed
+    ├── StoreError            the store failed; the driver's exception is chained as __cause__
+    └── SummarizerError       the summarizer raised, timed out or returned nothing usable
+
+Errors about input are raised before anything is written to the store.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "InvalidInput",
+    "MissingExtraError",
+    "SlimcacheError",
+    "StoreError",
+    "SummarizerError",
+]
+
+
+class SlimcacheError(Exception):
+    """Root of every exception raised by slimcache."""
+
+
+class ConfigurationError(SlimcacheError, ValueError):
+    """A constructor argument, option or store URL is invalid."""
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """The adapter a store URL needs is not installed; the message names the ``pip install``."""
+
+
+class InvalidInput(SlimcacheError, ValueError):
+    """A message, conversation or thread id breaks a rule.
+
+    Attributes:
+        index: Position of the offending message in the list given, or ``None`` when the
+            problem is not tied to one message (a thread id, the list itself).
+        rule: Short statement of the rule that was broken.
+    """
+
+    def __init__(self, rule: str, *, index: int | None = None) -> None:
+        self.index = index
+        self.rule = rule
+        where = f"messages[{index}]: " if index is not None else ""
+        super().__init__(f"{where}{rule}")
+
+
+class StoreError(SlimcacheError):
+    """The store failed to read, write or delete; the driver's exception is the ``__cause__``."""
+
+
+class SummarizerError(SlimcacheError):
+    """The summarizer raised, timed out or returned an empty or non-string result.
+
+    The store is left exactly as it was before the call.
+    """

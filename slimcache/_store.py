@@ -1,0 +1,200 @@
+"""The store protocol, its optional abilities, and the in-memory reference store."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import parse_qsl, urlsplit
+
+from slimcache._exceptions import ConfigurationError
+
+__all__ = [
+    "MemoryStore",
+    "Store",
+    "SupportsClose",
+    "SupportsGetMany",
+    "SupportsSetIfAbsent",
+    "validate_ttl",
+]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where summaries live: any object with these three async methods is a store.
+
+    No subclassing is needed; a user's plain class with ``get``, ``set`` and ``delete`` works.
+    """
+
+    async def get(self, key: str) -> str | None:
+        """Return the value stored under ``key``, or ``None`` if absent or expired."""
+        ...
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        """Store ``value`` under ``key``, replacing any previous value.
+
+        Args:
+            key: The key.
+            value: The value (a JSON document when written by slimcache).
+            ttl: Seconds until the entry expires; ``None`` keeps it until deleted.
+        """
+        ...
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key``; deleting a missing key is not an error."""
+        ...
+
+
+@runtime_checkable
+class SupportsSetIfAbsent(Protocol):
+    """Optional ability: an atomic write that succeeds only when the key is absent."""
+
+    async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` holds nothing (or only an expired entry).
+
+        Returns:
+            ``True`` if this call wrote the value, ``False`` if the key already existed.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsGetMany(Protocol):
+    """Optional ability: read several keys in one round trip."""
+
+    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        """Return the values of ``keys`` in the same order, ``None`` for absent keys."""
+        ...
+
+
+@runtime_checkable
+class SupportsClose(Protocol):
+    """Optional ability: release connections."""
+
+    async def aclose(self) -> None:
+        """Release every resource the store holds; the store is unusable afterwards."""
+        ...
+
+
+def validate_ttl(ttl: float | None) -> float | None:
+    """Check a TTL argument: ``None`` or a positive, finite number of seconds.
+
+    Raises:
+        ConfigurationError: When ``ttl`` is not a positive number.
+    """
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise ConfigurationError(f"ttl must be a number of seconds or None, got {type(ttl).__name__}")
+    if not ttl > 0 or ttl == float("inf"):
+        raise ConfigurationError(f"ttl must be a positive, finite number of seconds, got {ttl!r}")
+    return float(ttl)
+
+
+class MemoryStore:
+    """A dict-backed store for one process: TTLs honoured, optionally bounded (LRU).
+
+    It is the embedded default and the reference implementation of every optional ability.
+    Safe under concurrent asyncio tasks and threads: each operation runs under one lock and
+    never awaits while holding it.
+
+    Args:
+        max_entries: When set, the least recently used entries are dropped beyond this count.
+        clock: Monotonic clock in seconds, replaceable in tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_entries: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_entries is not None and (
+            isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1
+        ):
+            raise ConfigurationError(f"max_entries must be a positive integer, got {max_entries!r}")
+        self._max_entries = max_entries
+        self._clock = clock
+        self._data: OrderedDict[str, tuple[str, float | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryStore:
+        """Build a store from ``memory://`` (optionally ``memory://?max_entries=1000``)."""
+        parts = urlsplit(url)
+        if parts.scheme != "memory":
+            raise ConfigurationError(f"MemoryStore needs a memory:// URL, got {url!r}")
+        for name, value in parse_qsl(parts.query, strict_parsing=False):
+            if name != "max_entries":
+                raise ConfigurationError(f"unknown memory:// option {name!r} (known: max_entries)")
+            try:
+                options.setdefault("max_entries", int(value))
+            except ValueError:
+                raise ConfigurationError(f"max_entries must be an integer, got {value!r}") from None
+        return cls(**options)
+
+    def _live(self, key: str, now: float) -> str | None:
+        item = self._data.get(key)
+        if item is None:
+            return None
+        value, expires = item
+        if expires is not None and expires <= now:
+            del self._data[key]
+            return None
+        self._data.move_to_end(key)
+        return value
+
+    def _put(self, key: str, value: str, ttl: float | None, now: float) -> None:
+        self._data[key] = (value, None if ttl is None else now + ttl)
+        self._data.move_to_end(key)
+        if self._max_entries is not None:
+            while len(self._data) > self._max_entries:
+                self._data.popitem(last=False)
+
+    async def get(self, key: str) -> str | None:
+        """Return the value under ``key``, or ``None``."""
+        with self._lock:
+            return self._live(key, self._clock())
+
+    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        """Return the values of ``keys`` in order."""
+        with self._lock:
+            now = self._clock()
+            return [self._live(key, now) for key in keys]
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        """Store ``value`` under ``key`` for ``ttl`` seconds (forever if ``None``)."""
+        ttl = validate_ttl(ttl)
+        with self._lock:
+            self._put(key, value, ttl, self._clock())
+
+    async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
+        """Store ``value`` only if ``key`` is absent; return whether it was written."""
+        ttl = validate_ttl(ttl)
+        with self._lock:
+            now = self._clock()
+            if self._live(key, now) is not None:
+                return False
+            self._put(key, value, ttl, now)
+            return True
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` if present."""
+        with self._lock:
+            self._data.pop(key, None)
+
+    async def aclose(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._data.clear()
+
+    def snapshot(self) -> dict[str, str]:
+        """Return a copy of the live entries (for tests and inspection)."""
+        with self._lock:
+            now = self._clock()
+            return {k: v for k, (v, exp) in self._data.items() if exp is None or exp > now}
+
+    def __len__(self) -> int:
+        return len(self.snapshot())
