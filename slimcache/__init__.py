@@ -1,5 +1,16 @@
 """slimcache: cached, incremental conversation summaries kept in your own store."""
 
+from slimcache._compressor import (
+    DEFAULT_SUMMARY_TEMPLATE,
+    CompressEvent,
+    CompressionResult,
+    MergeFunction,
+    Outcome,
+    Stats,
+    Strategy,
+    SummarizeCompressor,
+)
+from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._exceptions import (
     ConfigurationError,
     InvalidInput,
@@ -7,6 +18,29 @@ from slimcache._exceptions import (
     SlimcacheError,
     StoreError,
     SummarizerError,
+)
+from slimcache._keys import ThreadKeys, encode_thread_id, fingerprint_chain
+from slimcache._messages import (
+    Conversation,
+    Message,
+    TokenCounter,
+    approx_tokens,
+    count_message_tokens,
+    render_transcript,
+    unwrap_messages,
+    wrap_messages,
+)
+from slimcache._policy import (
+    AnyOf,
+    ContextWindow,
+    Keep,
+    KeepMessages,
+    KeepTokens,
+    Manual,
+    MessageThreshold,
+    TokenThreshold,
+    Trigger,
+    WindowState,
 )
 from slimcache._registry import open_store
 from slimcache._store import (
@@ -16,21 +50,67 @@ from slimcache._store import (
     SupportsGetMany,
     SupportsSetIfAbsent,
 )
+from slimcache._summarizer import (
+    DEFAULT_CONDENSE_PROMPT,
+    DEFAULT_EXTEND_PROMPT,
+    DEFAULT_SUMMARIZE_PROMPT,
+    Prompts,
+    Summarizer,
+    SummaryContext,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_CONDENSE_PROMPT",
+    "DEFAULT_EXTEND_PROMPT",
+    "DEFAULT_SUMMARIZE_PROMPT",
+    "DEFAULT_SUMMARY_TEMPLATE",
+    "AnyOf",
+    "CompressEvent",
+    "CompressionResult",
     "ConfigurationError",
+    "ContextWindow",
+    "Conversation",
     "InvalidInput",
+    "Keep",
+    "KeepMessages",
+    "KeepTokens",
+    "Manual",
     "MemoryStore",
+    "MergeFunction",
+    "Message",
+    "MessageThreshold",
     "MissingExtraError",
+    "Outcome",
+    "Prompts",
+    "RangeRef",
     "SlimcacheError",
+    "Stats",
     "Store",
     "StoreError",
+    "Strategy",
+    "SummarizeCompressor",
+    "Summarizer",
     "SummarizerError",
+    "SummaryContext",
+    "SummaryEntry",
     "SupportsClose",
     "SupportsGetMany",
     "SupportsSetIfAbsent",
+    "ThreadIndex",
+    "ThreadKeys",
+    "TokenCounter",
+    "TokenThreshold",
+    "Trigger",
+    "WindowState",
     "__version__",
+    "approx_tokens",
+    "count_message_tokens",
+    "encode_thread_id",
+    "fingerprint_chain",
     "open_store",
+    "render_transcript",
+    "unwrap_messages",
+    "wrap_messages",
 ]

@@ -94,8 +94,11 @@ def open_store(url: str, **options: Any) -> Store:
     try:
         factory: Callable[..., Store] = found.load()
     except ImportError as exc:
-        extra = _KNOWN_EXTRAS.get(scheme)
-        hint = f"pip install 'slimcache[{extra}]'" if extra else f"pip install {found.value}"
+        hint = (
+            f"pip install 'slimcache[{_KNOWN_EXTRAS[scheme]}]'"
+            if scheme in _KNOWN_EXTRAS
+            else f"pip install the package providing {found.value}"
+        )
         raise MissingExtraError(
             f"the {scheme}:// store could not be imported ({exc}); run: {hint}"
         ) from None

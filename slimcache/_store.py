@@ -87,7 +87,9 @@ def validate_ttl(ttl: float | None) -> float | None:
     if ttl is None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
-        raise ConfigurationError(f"ttl must be a number of seconds or None, got {type(ttl).__name__}")
+        raise ConfigurationError(
+            f"ttl must be a number of seconds or None, got {type(ttl).__name__}"
+        )
     if not ttl > 0 or ttl == float("inf"):
         raise ConfigurationError(f"ttl must be a positive, finite number of seconds, got {ttl!r}")
     return float(ttl)

@@ -1,0 +1,172 @@
+"""The JSON envelopes slimcache writes: range summaries and the per-thread index.
+
+A value that does not parse, carries an unknown version, or belongs to another thread or range
+is treated as a cache miss (and logged), never served and never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["ENTRY_VERSION", "RangeRef", "SummaryEntry", "ThreadIndex"]
+
+logger = logging.getLogger("slimcache")
+
+ENTRY_VERSION = 1
+_SUMMARY_FORMAT = "slimcache.summary"
+_INDEX_FORMAT = "slimcache.index"
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class SummaryEntry:
+    """A cached summary of messages ``start..end`` (inclusive) of one thread.
+
+    Attributes:
+        thread: The encoded thread id.
+        start: First message index covered.
+        end: Last message index covered.
+        fingerprint: Chained hash of exactly the covered messages.
+        summary: The summary text.
+        summary_tokens: Tokens of the summary.
+        covered_tokens: Tokens of the messages it covers.
+        created_at: Unix time of creation.
+        summarizer: Which summarizer made it.
+        prompt: Digest of the prompts it was made with.
+        strategy: The merge strategy that produced it.
+    """
+
+    thread: str
+    start: int
+    end: int
+    fingerprint: str
+    summary: str
+    summary_tokens: int
+    covered_tokens: int
+    created_at: float
+    summarizer: str
+    prompt: str
+    strategy: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the envelope as a JSON-ready dict."""
+        return {"format": _SUMMARY_FORMAT, "v": ENTRY_VERSION, **asdict(self)}
+
+    def to_json(self) -> str:
+        """Serialize the envelope."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: object, *, thread: str, start: int, end: int) -> SummaryEntry | None:
+        """Rebuild an entry, or return ``None`` if it is malformed or not for this range."""
+        if not isinstance(data, dict):
+            return None
+        if data.get("format") != _SUMMARY_FORMAT or data.get("v") != ENTRY_VERSION:
+            return None
+        texts = ("thread", "fingerprint", "summary", "summarizer", "prompt", "strategy")
+        ints = ("start", "end", "summary_tokens", "covered_tokens")
+        if not all(isinstance(data.get(k), str) for k in texts):
+            return None
+        if not all(_is_int(data.get(k)) for k in ints) or not _is_number(data.get("created_at")):
+            return None
+        if (data["thread"], data["start"], data["end"]) != (thread, start, end):
+            return None
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+    @classmethod
+    def parse(cls, raw: str | None, *, thread: str, start: int, end: int) -> SummaryEntry | None:
+        """Parse a stored value; anything unusable is a miss, logged at WARNING."""
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+        except (TypeError, ValueError):
+            data = None
+        entry = cls.from_dict(data, thread=thread, start=start, end=end)
+        if entry is None:
+            logger.warning(
+                "ignoring unusable cache entry for thread %s range %d-%d", thread, start, end
+            )
+        return entry
+
+
+@dataclass(frozen=True)
+class RangeRef:
+    """Where a cached range is and what it covers, as listed in a thread's index."""
+
+    start: int
+    end: int
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class ThreadIndex:
+    """A thread's small index: which ranges exist, and a copy of the newest one.
+
+    Carrying the newest summary lets the common request (nothing new to summarize) be
+    answered with a single store read.
+    """
+
+    thread: str
+    ranges: tuple[RangeRef, ...]
+    head: SummaryEntry
+
+    def to_json(self) -> str:
+        """Serialize the index."""
+        data = {
+            "format": _INDEX_FORMAT,
+            "v": ENTRY_VERSION,
+            "thread": self.thread,
+            "ranges": [[r.start, r.end, r.fingerprint] for r in self.ranges],
+            "head": self.head.to_dict(),
+        }
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, raw: str | None, *, thread: str) -> ThreadIndex | None:
+        """Parse a stored index; anything unusable is ``None``, logged at WARNING."""
+        if raw is None:
+            return None
+        index = cls._from_json(raw, thread)
+        if index is None:
+            logger.warning("ignoring unusable index entry for thread %s", thread)
+        return index
+
+    @classmethod
+    def _from_json(cls, raw: str, thread: str) -> ThreadIndex | None:
+        try:
+            data = json.loads(raw)
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("format") != _INDEX_FORMAT:
+            return None
+        if data.get("v") != ENTRY_VERSION or data.get("thread") != thread:
+            return None
+        ranges_raw = data.get("ranges")
+        head_raw = data.get("head")
+        if not isinstance(ranges_raw, list) or not isinstance(head_raw, dict):
+            return None
+        ranges: list[RangeRef] = []
+        for item in ranges_raw:
+            if not (isinstance(item, list) and len(item) == 3):
+                return None
+            start, end, fingerprint = item
+            if not (_is_int(start) and _is_int(end) and isinstance(fingerprint, str)):
+                return None
+            ranges.append(RangeRef(start, end, fingerprint))
+        head = SummaryEntry.from_dict(
+            head_raw, thread=thread, start=head_raw.get("start", -1), end=head_raw.get("end", -1)
+        )
+        if head is None:
+            return None
+        return cls(thread=thread, ranges=tuple(ranges), head=head)

@@ -1,0 +1,313 @@
+"""Chat messages: validation, token counting, transcripts, and the conversation wrapper."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slimcache._exceptions import InvalidInput
+
+__all__ = [
+    "DEFAULT_MESSAGE_OVERHEAD",
+    "NON_TEXT_PART_TOKENS",
+    "CheckedMessages",
+    "Conversation",
+    "Message",
+    "TokenCounter",
+    "approx_tokens",
+    "check_messages",
+    "count_message_tokens",
+    "message_text",
+    "render_transcript",
+    "unwrap_messages",
+    "wrap_messages",
+]
+
+Message = Mapping[str, Any]
+"""An OpenAI-style chat message: ``{"role": ..., "content": ...}`` plus optional fields."""
+
+TokenCounter = Callable[[str], int]
+"""Counts the tokens of a text; plug in tiktoken or your provider's tokenizer."""
+
+ROLES = frozenset({"system", "developer", "user", "human", "assistant", "tool"})
+# Leading messages with these roles are the pinned system prompt.
+PINNED_ROLES = frozenset({"system", "developer"})
+DEFAULT_MESSAGE_OVERHEAD = 4
+# A flat estimate for an image, audio or file part; their bytes say little about their tokens.
+NON_TEXT_PART_TOKENS = 85
+
+
+def approx_tokens(text: str) -> int:
+    """Approximate token count: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def _describe_part(part: Mapping[str, Any]) -> str:
+    kind = part.get("type")
+    if kind == "image_url":
+        url = part.get("image_url")
+        target = url.get("url") if isinstance(url, Mapping) else url
+        if isinstance(target, str) and not target.startswith("data:"):
+            return f"[image: {target}]"
+        return "[image]"
+    if kind == "file":
+        info = part.get("file")
+        name = info.get("filename") if isinstance(info, Mapping) else None
+        return f"[file: {name}]" if isinstance(name, str) else "[file]"
+    if kind == "input_audio":
+        return "[audio]"
+    return f"[{kind} part]"
+
+
+def message_text(message: Message) -> str:
+    """Return a message's text: text parts joined, other parts described (``[image]``)."""
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    pieces: list[str] = []
+    for part in content:
+        if part.get("type") == "text":
+            pieces.append(str(part.get("text", "")))
+        elif part.get("type") == "refusal":
+            pieces.append(str(part.get("refusal", "")))
+        else:
+            pieces.append(_describe_part(part))
+    return "\n".join(pieces)
+
+
+def count_message_tokens(
+    message: Message,
+    counter: TokenCounter = approx_tokens,
+    overhead: int = DEFAULT_MESSAGE_OVERHEAD,
+) -> int:
+    """Count one message's tokens: text, tool calls (as JSON), name, plus a per-message overhead.
+
+    Non-text content parts (images, audio, files) count a flat ``NON_TEXT_PART_TOKENS`` each.
+    """
+    total = overhead
+    content = message.get("content")
+    if isinstance(content, str):
+        total += counter(content)
+    elif isinstance(content, list):
+        for part in content:
+            if part.get("type") in ("text", "refusal"):
+                total += counter(str(part.get("text", part.get("refusal", ""))))
+            else:
+                total += NON_TEXT_PART_TOKENS
+    tool_calls = message.get("tool_calls")
+    if tool_calls:
+        total += counter(json.dumps(tool_calls, ensure_ascii=False, sort_keys=True))
+    name = message.get("name")
+    if isinstance(name, str):
+        total += counter(name)
+    return total
+
+
+def _role_label(message: Message) -> str:
+    role = str(message.get("role"))
+    return "user" if role == "human" else role
+
+
+def render_transcript(messages: Sequence[Message]) -> str:
+    """Render messages as a plain transcript for a summarization prompt.
+
+    Tool calls are shown with their names and arguments, tool results with the call they answer,
+    and non-text parts are described rather than dropped.
+    """
+    blocks: list[str] = []
+    for message in messages:
+        label = _role_label(message)
+        name = message.get("name")
+        if isinstance(name, str) and name:
+            label = f"{label} ({name})"
+        if message.get("role") == "tool":
+            label = f"tool result [{message.get('tool_call_id')}]"
+        lines = [f"{label}: {message_text(message)}".rstrip()]
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            lines.append(
+                f"  -> calls {function.get('name')}({function.get('arguments', '')}) "
+                f"[{call.get('id')}]"
+            )
+        blocks.append("\n".join(lines))
+    return "\n---\n".join(blocks)
+
+
+@dataclass(frozen=True)
+class CheckedMessages:
+    """Messages that passed validation, with what the compressor needs to know about them.
+
+    Attributes:
+        messages: The messages as given.
+        canonical: One canonical JSON encoding per message (what fingerprints hash).
+        tokens: Token count per message.
+        pinned: How many leading system/developer messages are pinned.
+        unit_end: For each index, the last index of the atomic unit it belongs to (an assistant
+            message with tool calls and its tool results form one unit).
+    """
+
+    messages: Sequence[Message]
+    canonical: list[bytes]
+    tokens: list[int]
+    pinned: int
+    unit_end: list[int]
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+
+def _fail(rule: str, index: int | None = None) -> InvalidInput:
+    return InvalidInput(rule, index=index)
+
+
+def _check_content(message: Message, index: int, role: str, has_calls: bool) -> None:
+    if "content" not in message or message["content"] is None:
+        if role == "assistant" and has_calls:
+            return
+        raise _fail(f"a {role} message needs 'content' (a string or a list of parts)", index)
+    content = message["content"]
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise _fail(
+            f"'content' must be a string or a list of parts, got {type(content).__name__}", index
+        )
+    for pos, part in enumerate(content):
+        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+            raise _fail(f"content part {pos} must be a dict with a string 'type'", index)
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            raise _fail(f"text content part {pos} needs a string 'text'", index)
+
+
+def _check_tool_calls(message: Message, index: int, role: str) -> list[str]:
+    calls = message.get("tool_calls")
+    if calls is None:
+        return []
+    if role != "assistant":
+        raise _fail(f"only assistant messages may carry 'tool_calls', not {role}", index)
+    if not isinstance(calls, list):
+        raise _fail(f"'tool_calls' must be a list, got {type(calls).__name__}", index)
+    ids: list[str] = []
+    for pos, call in enumerate(calls):
+        if not isinstance(call, Mapping):
+            raise _fail(f"tool_calls[{pos}] must be a dict", index)
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise _fail(f"tool_calls[{pos}] needs a non-empty string 'id'", index)
+        if call_id in ids:
+            raise _fail(f"tool_calls[{pos}] repeats the id {call_id!r}", index)
+        function = call.get("function")
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise _fail(f"tool_calls[{pos}] needs a 'function' dict with a string 'name'", index)
+        if not isinstance(function.get("arguments", ""), str):
+            raise _fail(f"tool_calls[{pos}].function.arguments must be a JSON string", index)
+        ids.append(call_id)
+    return ids
+
+
+def _canonical(message: Message, role: str, index: int) -> bytes:
+    # Only what a summary is made of is hashed: editing 'metadata' or 'id' does not invalidate.
+    view = {
+        "role": "user" if role == "human" else role,
+        "content": message.get("content"),
+        "name": message.get("name"),
+        "tool_calls": message.get("tool_calls"),
+        "tool_call_id": message.get("tool_call_id"),
+    }
+    try:
+        text = json.dumps(view, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise _fail(f"message must be JSON-serializable ({exc})", index) from None
+    return text.encode("utf-8", "surrogatepass")
+
+
+def check_messages(
+    messages: Sequence[Message],
+    counter: TokenCounter = approx_tokens,
+    overhead: int = DEFAULT_MESSAGE_OVERHEAD,
+) -> CheckedMessages:
+    """Validate messages and precompute their fingerprints' inputs, tokens and atomic units.
+
+    Raises:
+        InvalidInput: Naming the message index and the rule it breaks.
+    """
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise _fail(f"messages must be a list of dicts, got {type(messages).__name__}")
+    canonical: list[bytes] = []
+    tokens: list[int] = []
+    unit_end: list[int] = []
+    pinned = 0
+    open_calls: set[str] = set()  # unanswered calls of the assistant message being answered
+    answered_unit_start = -1
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise _fail(f"each message must be a dict, got {type(message).__name__}", index)
+        role = message.get("role")
+        if not isinstance(role, str) or role not in ROLES:
+            raise _fail(
+                f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})", index
+            )
+        call_ids = _check_tool_calls(message, index, role)
+        _check_content(message, index, role, bool(call_ids))
+        for key in ("name", "tool_call_id"):
+            if key in message and message[key] is not None and not isinstance(message[key], str):
+                raise _fail(f"'{key}' must be a string", index)
+        if "metadata" in message and not isinstance(message["metadata"], (Mapping, type(None))):
+            raise _fail("'metadata' must be a dict", index)
+        if "id" in message and isinstance(message["id"], bool | float):
+            raise _fail("'id' must be a string or an integer", index)
+
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise _fail("a tool message needs a string 'tool_call_id'", index)
+            if call_id not in open_calls:
+                raise _fail(
+                    f"tool result {call_id!r} answers no tool call of the assistant message "
+                    "directly before it",
+                    index,
+                )
+            open_calls.discard(call_id)
+            for pos in range(answered_unit_start, index):
+                unit_end[pos] = index
+            unit_end.append(index)
+        else:
+            open_calls = set(call_ids)
+            answered_unit_start = index
+            unit_end.append(index)
+        if index == pinned and role in PINNED_ROLES:
+            pinned += 1
+        canonical.append(_canonical(message, role, index))
+        tokens.append(count_message_tokens(message, counter, overhead))
+    return CheckedMessages(messages, canonical, tokens, pinned, unit_end)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A thread's messages with its id, so the id need not repeat on every message.
+
+    Attributes:
+        thread_id: Identifies the conversation; summaries are cached per thread.
+        messages: The chat messages, oldest first.
+        metadata: Free-form data about the conversation; ``compress`` adds a ``"slimcache"``
+            entry describing what it did.
+    """
+
+    thread_id: str
+    messages: list[dict[str, Any]]
+    metadata: dict[str, Any] | None = field(default=None)
+
+
+def wrap_messages(messages: Sequence[Message], thread_id: str) -> Conversation:
+    """Wrap a list of messages into a :class:`Conversation` for ``thread_id``."""
+    return Conversation(thread_id=thread_id, messages=[dict(m) for m in messages])
+
+
+def unwrap_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """Return the messages of a :class:`Conversation` as a plain list."""
+    return list(conversation.messages)

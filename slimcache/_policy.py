@@ -1,0 +1,217 @@
+"""When to compress (triggers) and how much to keep verbatim (keep policies).
+
+A trigger fires when the verbatim window grows past a threshold; the compressor then summarizes
+the oldest messages until the window is down to what the keep policy allows. The gap between
+the two (hysteresis) makes summarization happen in batches rather than on every turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from slimcache._exceptions import ConfigurationError
+
+__all__ = [
+    "AnyOf",
+    "ContextWindow",
+    "Keep",
+    "KeepMessages",
+    "KeepTokens",
+    "Manual",
+    "MessageThreshold",
+    "TokenThreshold",
+    "Trigger",
+    "WindowState",
+]
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class WindowState:
+    """What a trigger looks at.
+
+    Attributes:
+        messages: Messages in the verbatim window (after the summary, pinned ones excluded).
+        tokens: Tokens of those messages.
+        pinned_tokens: Tokens of the pinned system messages.
+        summary_tokens: Tokens of the current summary message (0 when there is none).
+    """
+
+    messages: int
+    tokens: int
+    pinned_tokens: int
+    summary_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        """Tokens of the whole compressed prompt: pinned, summary and window."""
+        return self.pinned_tokens + self.summary_tokens + self.tokens
+
+
+@runtime_checkable
+class Trigger(Protocol):
+    """Decides whether the window must be compressed."""
+
+    def reason(self, state: WindowState) -> str | None:
+        """Return why compression is due (e.g. ``"messages>40"``), or ``None`` if it is not."""
+        ...
+
+
+@dataclass(frozen=True)
+class MessageThreshold:
+    """Compress when the verbatim window holds more than ``messages`` messages."""
+
+    messages: int
+
+    def __post_init__(self) -> None:
+        _positive_int("MessageThreshold.messages", self.messages)
+
+    def reason(self, state: WindowState) -> str | None:
+        """Fire when the window's message count exceeds the threshold."""
+        return f"messages>{self.messages}" if state.messages > self.messages else None
+
+
+@dataclass(frozen=True)
+class TokenThreshold:
+    """Compress when the verbatim window holds more than ``tokens`` tokens."""
+
+    tokens: int
+
+    def __post_init__(self) -> None:
+        _positive_int("TokenThreshold.tokens", self.tokens)
+
+    def reason(self, state: WindowState) -> str | None:
+        """Fire when the window's token count exceeds the threshold."""
+        return f"tokens>{self.tokens}" if state.tokens > self.tokens else None
+
+
+@dataclass(frozen=True)
+class ContextWindow:
+    """Compress when the whole prompt passes a fraction of the model's context window.
+
+    The whole prompt is the pinned system messages, the summary and the verbatim window.
+
+    Args:
+        max_tokens: The model's context window, in tokens.
+        fraction: Compress above ``fraction * max_tokens`` (0 < fraction <= 1).
+    """
+
+    max_tokens: int
+    fraction: float = 0.8
+
+    def __post_init__(self) -> None:
+        _positive_int("ContextWindow.max_tokens", self.max_tokens)
+        if isinstance(self.fraction, bool) or not 0 < self.fraction <= 1:
+            raise ConfigurationError(
+                f"ContextWindow.fraction must be in (0, 1], got {self.fraction!r}"
+            )
+
+    @property
+    def limit(self) -> int:
+        """The token count above which compression is due."""
+        return int(self.max_tokens * self.fraction)
+
+    def reason(self, state: WindowState) -> str | None:
+        """Fire when pinned + summary + window tokens exceed the limit."""
+        return f"context>{self.limit}" if state.total_tokens > self.limit else None
+
+
+class AnyOf:
+    """Compress when any of the given triggers fires (e.g. messages *or* tokens)."""
+
+    def __init__(self, *triggers: Trigger) -> None:
+        if not triggers:
+            raise ConfigurationError("AnyOf needs at least one trigger")
+        for trigger in triggers:
+            if not isinstance(trigger, Trigger):
+                raise ConfigurationError(f"AnyOf takes triggers, got {type(trigger).__name__}")
+        self.triggers = triggers
+
+    def reason(self, state: WindowState) -> str | None:
+        """Return the first reason any trigger gives."""
+        for trigger in self.triggers:
+            found = trigger.reason(state)
+            if found is not None:
+                return found
+        return None
+
+    def __repr__(self) -> str:
+        return f"AnyOf({', '.join(map(repr, self.triggers))})"
+
+
+@dataclass(frozen=True)
+class Manual:
+    """Never compress on its own; only ``compress(..., force=True)`` does."""
+
+    def reason(self, state: WindowState) -> str | None:
+        """Never fire."""
+        return None
+
+
+@runtime_checkable
+class Keep(Protocol):
+    """How much of the conversation's end stays verbatim after a compression."""
+
+    def satisfied(self, messages: int, tokens: int) -> bool:
+        """Whether a window of this size may stay as it is."""
+        ...
+
+
+@dataclass(frozen=True)
+class KeepMessages:
+    """Keep the last ``messages`` messages verbatim (more if a tool-call group would split)."""
+
+    messages: int
+
+    def __post_init__(self) -> None:
+        _positive_int("KeepMessages.messages", self.messages)
+
+    def satisfied(self, messages: int, tokens: int) -> bool:
+        """True when the window has at most ``messages`` messages."""
+        return messages <= self.messages
+
+
+@dataclass(frozen=True)
+class KeepTokens:
+    """Keep the last ``tokens`` tokens verbatim (always at least the last message group)."""
+
+    tokens: int
+
+    def __post_init__(self) -> None:
+        _positive_int("KeepTokens.tokens", self.tokens)
+
+    def satisfied(self, messages: int, tokens: int) -> bool:
+        """True when the window has at most ``tokens`` tokens."""
+        return tokens <= self.tokens
+
+
+def check_hysteresis(trigger: Trigger, keep: Keep) -> None:
+    """Reject a keep target that is not below the trigger threshold of the same unit.
+
+    Raises:
+        ConfigurationError: When compression would fire again on the very next message.
+    """
+    triggers = trigger.triggers if isinstance(trigger, AnyOf) else (trigger,)
+    for item in triggers:
+        if (
+            isinstance(item, MessageThreshold)
+            and isinstance(keep, KeepMessages)
+            and keep.messages >= item.messages
+        ):
+            raise ConfigurationError(
+                f"KeepMessages({keep.messages}) must be below MessageThreshold({item.messages})"
+            )
+        if (
+            isinstance(item, TokenThreshold)
+            and isinstance(keep, KeepTokens)
+            and keep.tokens >= item.tokens
+        ):
+            raise ConfigurationError(
+                f"KeepTokens({keep.tokens}) must be below TokenThreshold({item.tokens})"
+            )
