@@ -193,6 +193,7 @@ class _Work:
     reason: str | None = None
     calls: int = 0
     input_tokens: int = 0
+    new_messages: int = 0
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -786,6 +787,7 @@ class SummarizeCompressor:
                 summary = f"{previous}\n\n{part}"
                 if strategy == "hybrid" and self._count(summary) > self._hybrid_max_tokens:
                     summary = await self._call(work, "condense", [], summary, start, end)
+        work.new_messages = len(new)
         self._stats.evicted_messages += len(new)
         await self._emit("on_evict", [dict(m) for m in new], work.reason or "forced")
         return summary
@@ -866,7 +868,7 @@ class SummarizeCompressor:
             outcome=outcome,
             start=start,
             end=end,
-            new_messages=0 if outcome == "hit" else end - start + 1,
+            new_messages=work.new_messages,
             summarizer_calls=work.calls,
             input_tokens=work.input_tokens,
             summary_tokens=self._count(summary),

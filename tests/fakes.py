@@ -1,0 +1,103 @@
+"""Test doubles: a recording summarizer and plain stores that lack optional abilities.
+
+The summarizer is a fake because no language model runs in the test suite; it records exactly
+which messages each call received so tests can assert on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slimcache import Message, SummaryContext
+
+
+@dataclass
+class Call:
+    """One summarizer call as received."""
+
+    messages: list[dict[str, Any]]
+    context: SummaryContext
+
+
+@dataclass
+class RecordingSummarizer:
+    """Summarizes deterministically and records every call.
+
+    The summary names the task and range, so tests can see which call produced what.
+    """
+
+    calls: list[Call] = field(default_factory=list)
+    fail_with: BaseException | None = None
+    result: str | None = None
+    delay: float = 0.0
+
+    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
+        self.calls.append(Call([dict(m) for m in messages], context))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail_with is not None:
+            raise self.fail_with
+        if self.result is not None:
+            return self.result
+        previous = f"{context.previous_summary} + " if context.previous_summary else ""
+        return f"{previous}{context.task}[{context.start}-{context.end}]"
+
+    def sent_contents(self) -> list[str]:
+        """Every message content sent, across all calls, in order."""
+        return [str(m.get("content")) for call in self.calls for m in call.messages]
+
+
+class CountingStore:
+    """A user's plain store: only get/set/delete, no optional abilities, counts calls."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+        self.gets = 0
+        self.sets = 0
+        self.deletes = 0
+
+    async def get(self, key: str) -> str | None:
+        self.gets += 1
+        return self.data.get(key)
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        self.sets += 1
+        self.data[key] = value
+
+    async def delete(self, key: str) -> None:
+        self.deletes += 1
+        self.data.pop(key, None)
+
+
+class FailingStore(CountingStore):
+    """A plain store whose reads or writes raise, to check the compressor's error policy."""
+
+    def __init__(self, *, fail_reads: bool = False, fail_writes_after: int | None = None) -> None:
+        super().__init__()
+        self.fail_reads = fail_reads
+        self.fail_writes_after = fail_writes_after
+
+    async def get(self, key: str) -> str | None:
+        if self.fail_reads:
+            raise ConnectionError("store is down")
+        return await super().get(key)
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        if self.fail_writes_after is not None and self.sets >= self.fail_writes_after:
+            self.sets += 1
+            raise ConnectionError("write refused")
+        await super().set(key, value, ttl=ttl)
+
+
+def chat(count: int, *, start: int = 0, system: str | None = "You are helpful.") -> list[dict[str, Any]]:
+    """A chat of ``count`` alternating user/assistant messages with distinct, varied contents."""
+    messages: list[dict[str, Any]] = []
+    if system is not None:
+        messages.append({"role": "system", "content": system})
+    for i in range(start, start + count):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"message {i} " + "word " * (i % 7)})
+    return messages
