@@ -600,7 +600,7 @@ class SummarizeCompressor:
             return None, live
         raws = await self._get_many([keys.summary(r.start, r.end) for r in candidates])
         gone: set[RangeRef] = set()
-        for ref, raw in zip(candidates, raws, strict=False):
+        for ref, raw in zip(candidates, raws, strict=True):
             entry = SummaryEntry.parse(raw, thread=keys.encoded, start=ref.start, end=ref.end)
             if entry is not None and entry.fingerprint == ref.fingerprint:
                 logger.info(

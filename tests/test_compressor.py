@@ -36,9 +36,7 @@ from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, chat
 THRESHOLD, KEEP = 20, 10
 
 
-def make(
-    summarizer: Any, store: Any = None, **options: Any
-) -> SummarizeCompressor:
+def make(summarizer: Any, store: Any = None, **options: Any) -> SummarizeCompressor:
     options.setdefault("trigger", MessageThreshold(THRESHOLD))
     options.setdefault("keep", KeepMessages(KEEP))
     return SummarizeCompressor(summarizer, store, **options)
@@ -132,6 +130,7 @@ async def test_edit_early_message_is_detected_and_old_summary_never_served() -> 
     old = await compressor.compress_detailed(history, thread_id="t")
     assert old.outcome == "hit"
     old_summary = old.summary
+    assert old_summary is not None
 
     edited = [dict(m) for m in history]
     edited[5]["content"] = "message 5 EDITED"
@@ -156,9 +155,13 @@ async def test_edit_near_the_end_falls_back_to_a_checkpoint() -> None:
     for length in range(2, 61, 2):
         await compressor.compress(history[:length], thread_id="t")
     ranges = sorted(k for k in store.snapshot() if ":summary:" in k)
-    assert ranges == ["thread_t:summary:1-11", "thread_t:summary:1-33", "thread_t:summary:1-55"][
-        : len(ranges)
-    ] or len(ranges) >= 2
+    assert (
+        ranges
+        == ["thread_t:summary:1-11", "thread_t:summary:1-33", "thread_t:summary:1-55"][
+            : len(ranges)
+        ]
+        or len(ranges) >= 2
+    )
 
     head_end = (await compressor.compress_detailed(history, thread_id="t")).summary_range[1]  # type: ignore[index]
     edited = [dict(m) for m in history]
@@ -257,14 +260,18 @@ async def test_uncompressed_policy_returns_messages_as_given() -> None:
     summarizer = RecordingSummarizer(fail_with=RuntimeError("down"))
     errors: list[BaseException] = []
     compressor = make(
-        summarizer, store, on_summarizer_error="uncompressed", on_error=lambda e, m: errors.append(e)
+        summarizer,
+        store,
+        on_summarizer_error="uncompressed",
+        on_error=lambda e, m: errors.append(e),
     )
     history = chat(30)
     result = await compressor.compress_detailed(history, thread_id="t")
     assert result.outcome == "passthrough"
     assert result.messages == history
     assert store.snapshot() == {}
-    assert len(errors) == 1 and isinstance(errors[0], SummarizerError)
+    assert len(errors) == 1
+    assert isinstance(errors[0], SummarizerError)
 
 
 async def test_failed_index_write_rolls_back_the_range() -> None:
@@ -362,7 +369,9 @@ async def test_pending_tool_call_at_the_end_stays_verbatim() -> None:
 
 async def test_token_trigger_and_keep_tokens() -> None:
     summarizer = RecordingSummarizer()
-    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": "x" * 40} for i in range(20)]
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": "x" * 40} for i in range(20)
+    ]
     compressor = make(summarizer, trigger=TokenThreshold(150), keep=KeepTokens(60))
     result = await compressor.compress_detailed(history, thread_id="t")
     # Each message is 10 + 4 tokens: 14 * 20 = 280 > 150; keeping <= 60 tokens leaves 4 messages.
@@ -376,7 +385,9 @@ async def test_either_trigger_and_context_window() -> None:
     assert (await either.compress_detailed(history, thread_id="a")).outcome == "summarized"
 
     window = make(
-        RecordingSummarizer(), trigger=ContextWindow(max_tokens=100, fraction=0.5), keep=KeepMessages(2)
+        RecordingSummarizer(),
+        trigger=ContextWindow(max_tokens=100, fraction=0.5),
+        keep=KeepMessages(2),
     )
     result = await window.compress_detailed(history, thread_id="b")
     assert result.outcome == "summarized"
@@ -471,7 +482,10 @@ async def test_hybrid_condenses_past_its_budget() -> None:
     assert condense
     assert condense[0].messages == []
     assert condense[0].context.previous_summary == "summarize[1-11]\n\nsummarize[12-23]"
-    assert summary is not None and summary.startswith("summarize[1-11]\n\nsummarize[12-23] + condense")
+    assert summary is not None
+    assert summary.startswith(
+        "summarize[1-11]\n\nsummarize[12-23] + condense"
+    )
 
 
 async def test_replace_keeps_only_the_newest_part() -> None:
@@ -517,12 +531,15 @@ async def test_sync_summarizer_runs_in_a_thread_and_prompts_are_overridable() ->
     compressor = make(summarizer, prompts=prompts, max_summary_tokens=77)
     result = await compressor.compress_detailed(chat(30), thread_id="t")
     assert result.summary == "Summarize in 77 tokens, pirate style. (20)"
-    assert threads and threads[0] != threading.main_thread().name
+    assert threads
+    assert threads[0] != threading.main_thread().name
 
 
 async def test_summary_message_role_and_template() -> None:
     compressor = make(
-        RecordingSummarizer(), summary_role="user", summary_template="[{count} msgs {start}-{end}] {summary}"
+        RecordingSummarizer(),
+        summary_role="user",
+        summary_template="[{count} msgs {start}-{end}] {summary}",
     )
     result = await compressor.compress(chat(30), thread_id="t")
     assert result[1] == {"role": "user", "content": "[20 msgs 1-20] summarize[1-20]"}
@@ -637,9 +654,7 @@ async def test_conversation_in_conversation_out() -> None:
     conversation = wrap_messages(history, "thread-9")
     assert unwrap_messages(conversation) == history
     compressor = make(RecordingSummarizer())
-    result = await compressor.compress(
-        Conversation("thread-9", history, metadata={"user": "ann"})
-    )
+    result = await compressor.compress(Conversation("thread-9", history, metadata={"user": "ann"}))
     assert isinstance(result, Conversation)
     assert result.thread_id == "thread-9"
     assert result.metadata == {
@@ -680,7 +695,7 @@ async def test_stats_and_hooks() -> None:
     assert stats.evicted_messages == 35
     assert stats.tokens_saved > 0
     assert stats.naive_input_tokens > stats.summarizer_input_tokens
-    assert [e for e in events if e[0] == "evict"][0] == ("evict", (11, "messages>20"))
+    assert next(e for e in events if e[0] == "evict") == ("evict", (11, "messages>20"))
     made = [e[1] for e in events if e[0] == "compress"]
     assert [(m.outcome, m.start, m.end, m.new_messages) for m in made] == [
         ("summarized", 1, 11, 11),
