@@ -1,0 +1,32 @@
+"""The README's example runs as pasted, and its test command is the one CI runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_example_runs_as_pasted(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", text, flags=re.S)[0]
+    assert len(example.strip().splitlines()) <= 13
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "Summary of the earlier conversation" in out
+    assert "4 earlier messages, starting with: turn 0" in out
+    assert "'turn 7'" in out
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "\nuv run pytest\n" in readme
+    assert "\nuv run pytest\n" in ci
+    assert "\nuv run slimcache bench\n" in readme
