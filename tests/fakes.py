@@ -92,7 +92,9 @@ class FailingStore(CountingStore):
         await super().set(key, value, ttl=ttl)
 
 
-def chat(count: int, *, start: int = 0, system: str | None = "You are helpful.") -> list[dict[str, Any]]:
+def chat(
+    count: int, *, start: int = 0, system: str | None = "You are helpful."
+) -> list[dict[str, Any]]:
     """A chat of ``count`` alternating user/assistant messages with distinct, varied contents."""
     messages: list[dict[str, Any]] = []
     if system is not None:

@@ -23,7 +23,8 @@ def trajectories() -> list[list[dict[str, Any]]]:
 async def test_tau_bench_replay_keeps_tool_calls_whole_and_sends_each_message_once() -> None:
     store = MemoryStore()
     summarizer = RecordingSummarizer()
-    for number, trajectory in enumerate(trajectories()[:60]):
+    loaded = trajectories()[:60]
+    for number, trajectory in enumerate(loaded):
         for length in range(2, len(trajectory) + 1):
             if trajectory[length - 1]["role"] not in ("user", "tool"):
                 continue  # requests go out before each assistant turn
