@@ -185,6 +185,16 @@ class CompressionResult:
 
 
 @dataclass
+class _View:
+    """What the index says about a thread, checked against this request's history."""
+
+    index: ThreadIndex | None
+    live: list[RangeRef] = field(default_factory=list)
+    stale: set[tuple[int, int]] = field(default_factory=set)
+    head_beyond: bool = False
+
+
+@dataclass
 class _Work:
     """Bookkeeping of one request while it runs."""
 
@@ -229,8 +239,9 @@ class SummarizeCompressor:
             and ``{count}`` are filled in.
         namespace: Prefix for every store key (e.g. ``"myapp:"``).
         ttl: Seconds cached entries live (``None``: until deleted).
-        checkpoints: How many earlier summaries a thread keeps, so that an edit near the end
-            falls back to a recent one instead of summarizing everything again.
+        checkpoints: How many ranges a thread's index lists, so that an edit near the end falls
+            back to a recent summary instead of summarizing everything again, and a replay of
+            an earlier point is served from the cache.
         summarizer_timeout: Seconds one summarizer call may take.
         on_summarizer_error: ``"raise"`` a :class:`SummarizerError` (default) or return the
             messages ``"uncompressed"``. Either way the store is left untouched.
@@ -266,7 +277,7 @@ class SummarizeCompressor:
         summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
         namespace: str = "",
         ttl: float | None = None,
-        checkpoints: int = 4,
+        checkpoints: int = 64,
         summarizer_timeout: float | None = None,
         on_summarizer_error: Literal["raise", "uncompressed"] = "raise",
         on_store_error: Literal["raise", "bypass"] = "raise",
@@ -510,34 +521,64 @@ class SummarizeCompressor:
             )
 
         index = ThreadIndex.parse(await self._get(keys.index), thread=keys.encoded)
+        view = _View(index)
         state: SummaryEntry | None = None
         from_head = False
-        live: list[RangeRef] = []
         if index is not None:
-            live = [r for r in index.ranges if valid(r.start, r.end, r.fingerprint)]
+            # A range is served only if it ends where compressing down to the keep policy
+            # could end for this history; one reaching further (a replay of an earlier point,
+            # a retried request) is kept, neither served nor dropped.
+            limit = self._eviction_boundary(checked, pinned)
+            reach = -1 if limit is None else limit
             head = index.head
-            if valid(head.start, head.end, head.fingerprint):
-                state, from_head = head, True
-            else:
+
+            def stale(start: int, end: int, fingerprint: str) -> bool:
+                return end < total and not valid(start, end, fingerprint)
+
+            head_stale = stale(head.start, head.end, head.fingerprint)
+            head_ok = (
+                not head_stale
+                and head.end <= reach
+                and valid(head.start, head.end, head.fingerprint)
+            )
+            view.head_beyond = not head_stale and head.end > reach
+            view.stale = {
+                (r.start, r.end) for r in index.ranges if stale(r.start, r.end, r.fingerprint)
+            }
+            if view.stale or head_stale:
                 self._stats.invalidations += 1
                 logger.info(
-                    "thread %s: cached summary %d-%d no longer matches the history",
+                    "thread %s: cached ranges %s no longer match the history",
                     work.thread_id,
-                    head.start,
-                    head.end,
+                    sorted(view.stale | ({(head.start, head.end)} if head_stale else set())),
                 )
-                state, live = await self._fallback(keys, live)
+            longer = [
+                r
+                for r in index.ranges
+                if (r.start, r.end) not in view.stale
+                and r.end <= reach
+                and valid(r.start, r.end, r.fingerprint)
+                and (not head_ok or r.end > head.end)
+            ]
+            gone: set[RangeRef] = set()
+            if longer:
+                state, gone = await self._fallback(keys, longer)
+            if state is None and head_ok:
+                state, from_head = head, True
+            view.live = [
+                r for r in index.ranges if (r.start, r.end) not in view.stale and r not in gone
+            ]
 
         boundary = self._due_boundary(work, pinned, state, force)
         if boundary is None:
             if state is None:
                 return self._unchanged(work)
-            if not from_head:
-                await self._repair_index(keys, state, live, index)
+            if not from_head and not view.head_beyond:
+                await self._repair_index(keys, state, view)
             return await self._hit(work, state)
 
         target = RangeRef(pinned, boundary, chain[boundary - pinned])
-        return await self._extend_or_summarize(work, keys, state, target, live, index)
+        return await self._extend_or_summarize(work, keys, state, target, view)
 
     # ------------------------------------------------------------------ decisions
 
@@ -592,23 +633,19 @@ class SummarizeCompressor:
     # ------------------------------------------------------------------ cache paths
 
     async def _fallback(
-        self, keys: ThreadKeys, live: list[RangeRef]
-    ) -> tuple[SummaryEntry | None, list[RangeRef]]:
-        """Find the longest earlier checkpoint that still matches; drop the ones that are gone."""
-        candidates = sorted(live, key=lambda r: r.end, reverse=True)
-        if not candidates:
-            return None, live
+        self, keys: ThreadKeys, candidates: list[RangeRef]
+    ) -> tuple[SummaryEntry | None, set[RangeRef]]:
+        """Read the longest candidate range that still exists; report the ones that are gone."""
+        candidates = sorted(candidates, key=lambda r: r.end, reverse=True)
         raws = await self._get_many([keys.summary(r.start, r.end) for r in candidates])
         gone: set[RangeRef] = set()
         for ref, raw in zip(candidates, raws, strict=True):
             entry = SummaryEntry.parse(raw, thread=keys.encoded, start=ref.start, end=ref.end)
             if entry is not None and entry.fingerprint == ref.fingerprint:
-                logger.info(
-                    "thread %s: falling back to checkpoint %d-%d", keys.encoded, ref.start, ref.end
-                )
-                return entry, [r for r in live if r not in gone]
+                logger.info("thread %s: using cached range %d-%d", keys.encoded, ref.start, ref.end)
+                return entry, gone
             gone.add(ref)
-        return None, [r for r in live if r not in gone]
+        return None, gone
 
     async def _hit(self, work: _Work, state: SummaryEntry) -> CompressionResult:
         self._stats.cache_hits += 1
@@ -622,8 +659,7 @@ class SummarizeCompressor:
         keys: ThreadKeys,
         state: SummaryEntry | None,
         target: RangeRef,
-        live: list[RangeRef],
-        index: ThreadIndex | None,
+        view: _View,
     ) -> CompressionResult:
         range_key = keys.summary(target.start, target.end)
         previous_raw = await self._get(range_key)
@@ -632,7 +668,7 @@ class SummarizeCompressor:
         )
         if existing is not None and existing.fingerprint == target.fingerprint:
             # Another worker (or an earlier request whose index write was lost) made it already.
-            await self._repair_index(keys, existing, live, index)
+            await self._repair_index(keys, existing, view)
             return await self._hit(work, existing)
 
         lock_key = keys.lock(target.start, target.end)
@@ -642,7 +678,7 @@ class SummarizeCompressor:
             if not locked:
                 waited = await self._wait_for(keys, target)
                 if waited is not None:
-                    await self._repair_index(keys, waited, live, index)
+                    await self._repair_index(keys, waited, view)
                     return await self._hit(work, waited)
         try:
             summary = await self._produce(work, state, target.start, target.end)
@@ -659,7 +695,7 @@ class SummarizeCompressor:
                 prompt=self._prompts.digest,
                 strategy=self._strategy,
             )
-            cached = await self._commit(keys, entry, previous_raw, live, index)
+            cached = await self._commit(keys, entry, previous_raw, view)
         finally:
             if locked:
                 await self._release(lock_key)
@@ -695,8 +731,7 @@ class SummarizeCompressor:
         keys: ThreadKeys,
         entry: SummaryEntry,
         previous_raw: str | None,
-        live: list[RangeRef],
-        index: ThreadIndex | None,
+        view: _View,
     ) -> bool:
         """Write the range, then the index (the commit point); undo the range if that fails.
 
@@ -706,7 +741,7 @@ class SummarizeCompressor:
         try:
             await self._set(range_key, entry.to_json())
             try:
-                await self._write_index(keys, entry, live, index)
+                await self._write_index(keys, entry, view)
             except StoreError:
                 await self._undo(range_key, previous_raw)
                 raise
@@ -717,34 +752,33 @@ class SummarizeCompressor:
             return False
         return True
 
-    async def _repair_index(
-        self,
-        keys: ThreadKeys,
-        entry: SummaryEntry,
-        live: list[RangeRef],
-        index: ThreadIndex | None,
-    ) -> None:
+    async def _repair_index(self, keys: ThreadKeys, entry: SummaryEntry, view: _View) -> None:
         """Point the index at ``entry`` so the next request is one read again."""
         try:
-            await self._write_index(keys, entry, live, index)
+            await self._write_index(keys, entry, view)
         except StoreError as exc:
             # Serving the valid summary does not depend on this write.
             logger.warning("could not update the index of thread %s: %s", keys.encoded, exc)
 
-    async def _write_index(
-        self,
-        keys: ThreadKeys,
-        entry: SummaryEntry,
-        live: list[RangeRef],
-        index: ThreadIndex | None,
-    ) -> None:
-        """Make ``entry`` the head, keep the last checkpoints, delete ranges no longer listed."""
-        refs = [r for r in live if r.end < entry.end]
+    async def _write_index(self, keys: ThreadKeys, entry: SummaryEntry, view: _View) -> None:
+        """Add ``entry`` to the index and make it the head; delete ranges that went stale.
+
+        A head reaching past this request's history stays the head: this request is a replay
+        of an earlier point of a longer conversation. Ranges dropped from the listing (beyond
+        ``checkpoints``) stay in the store, still found by their exact range.
+        """
+        refs = [r for r in view.live if (r.start, r.end) != (entry.start, entry.end)]
         refs.append(RangeRef(entry.start, entry.end, entry.fingerprint))
         refs = sorted(refs, key=lambda r: r.end)[-self._checkpoints :]
-        await self._set(keys.index, ThreadIndex(keys.encoded, tuple(refs), entry).to_json())
-        kept = {(r.start, r.end) for r in refs}
-        stale = {(r.start, r.end) for r in (index.ranges if index else ())} - kept
+        head = entry
+        if view.index is not None and view.head_beyond and view.index.head.end > entry.end:
+            head = view.index.head
+        await self._set(keys.index, ThreadIndex(keys.encoded, tuple(refs), head).to_json())
+        stale = set(view.stale)
+        if view.index is not None and not view.head_beyond and view.index.head is not head:
+            old = view.index.head
+            if (old.start, old.end) not in {(r.start, r.end) for r in refs}:
+                stale.add((old.start, old.end))
         for start, end in sorted(stale):
             try:
                 await self._delete(keys.summary(start, end))

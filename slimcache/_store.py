@@ -135,6 +135,11 @@ class MemoryStore:
                 options.setdefault("max_entries", int(value))
             except ValueError:
                 raise ConfigurationError(f"max_entries must be an integer, got {value!r}") from None
+        unknown = sorted(set(options) - {"max_entries", "clock"})
+        if unknown:
+            raise ConfigurationError(
+                f"unknown MemoryStore option(s) {', '.join(unknown)} (known: max_entries, clock)"
+            )
         return cls(**options)
 
     def _live(self, key: str, now: float) -> str | None:

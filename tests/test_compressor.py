@@ -177,6 +177,29 @@ async def test_edit_near_the_end_falls_back_to_a_checkpoint() -> None:
     assert call.messages == edited[call.context.start : call.context.end + 1]
 
 
+async def test_replaying_a_thread_from_the_start_is_served_from_the_cache() -> None:
+    store = MemoryStore()
+    summarizer = RecordingSummarizer()
+    history = chat(120)
+    first = [
+        await make(summarizer, store).compress_detailed(history[:n], thread_id="t")
+        for n in range(2, 121, 2)
+    ]
+    calls = len(summarizer.calls)
+    assert calls >= 9
+    second = [
+        await make(summarizer, store).compress_detailed(history[:n], thread_id="t")
+        for n in range(2, 121, 2)
+    ]
+    assert len(summarizer.calls) == calls
+    assert [r.messages for r in second] == [r.messages for r in first]
+    assert {r.outcome for r in second} <= {"hit", "unchanged"}
+    # The newest summary is still the head afterwards: the long history is one read again.
+    compressor = make(summarizer, store)
+    assert (await compressor.compress_detailed(history, thread_id="t")).outcome == "hit"
+    assert compressor.stats.store_round_trips == 1
+
+
 async def test_reordered_and_deleted_messages_invalidate() -> None:
     store = MemoryStore()
     summarizer = RecordingSummarizer()
@@ -483,9 +506,7 @@ async def test_hybrid_condenses_past_its_budget() -> None:
     assert condense[0].messages == []
     assert condense[0].context.previous_summary == "summarize[1-11]\n\nsummarize[12-23]"
     assert summary is not None
-    assert summary.startswith(
-        "summarize[1-11]\n\nsummarize[12-23] + condense"
-    )
+    assert summary.startswith("summarize[1-11]\n\nsummarize[12-23] + condense")
 
 
 async def test_replace_keeps_only_the_newest_part() -> None:
