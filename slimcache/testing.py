@@ -170,7 +170,8 @@ class CaseResult:
     """The outcome of one conformance case run by :func:`run_conformance`.
 
     Attributes:
-        name: The test method's name, e.g. ``"test_set_then_get"``.
+        name: The test method's name, e.g. ``"test_set_then_get"``; a parametrized case adds
+            its parameter id in brackets (``"test_invalid_ttl_is_rejected_before_writing[nan]"``).
         outcome: ``"passed"``, ``"skipped"`` or ``"failed"``.
         detail: The skip reason or the failure's traceback; empty when the case passed.
     """

@@ -1,0 +1,25 @@
+"""Test wiring: every server module's fixtures, and ``store_factory`` parametrized over stores.
+
+Servers start lazily: ``store_factory[redis]`` asks for ``redis_store_factory`` only when a test
+with that parameter runs, so ``pytest -k memory`` never starts a database.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from slimcache.testing import StoreFactory
+from tests.servers.memory import memory_store_factory  # noqa: F401
+from tests.servers.postgres_server import postgres_server, postgres_store_factory  # noqa: F401
+from tests.servers.redis_server import redis_server, redis_store_factory  # noqa: F401
+from tests.servers.s3_server import s3_server, s3_store_factory  # noqa: F401
+from tests.servers.sqlite_files import sqlite_store_factory  # noqa: F401
+
+STORE_NAMES = ["memory", "sqlite", "postgres", "redis", "s3"]
+
+
+@pytest.fixture(params=STORE_NAMES)
+def store_factory(request: pytest.FixtureRequest) -> StoreFactory:
+    """Resolve ``<name>_store_factory`` for the current parameter."""
+    factory: StoreFactory = request.getfixturevalue(f"{request.param}_store_factory")
+    return factory
