@@ -1,0 +1,178 @@
+"""Looking into a thread's cached summaries, and removing them.
+
+These read the same keys the compressor writes (see :class:`~slimcache.ThreadKeys`): the
+thread's index, which lists its cached ranges and carries a copy of the newest one, and one
+entry per range.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache._keys import ThreadKeys, fingerprint_chain
+from slimcache._messages import CheckedMessages, Message, check_messages
+from slimcache._store import Store, SupportsGetMany
+
+__all__ = ["RangeInfo", "clear_thread", "range_is_valid", "thread_ranges"]
+
+
+@dataclass(frozen=True)
+class RangeInfo:
+    """One cached range of a thread, as listed in its index.
+
+    Attributes:
+        start: First message index covered.
+        end: Last message index covered (inclusive).
+        key: The store key of the range's entry.
+        stored: Whether the range's own entry is in the store (the index may outlive it).
+        head: Whether it is the newest range, the one the index carries a copy of.
+        fingerprint: Hash of exactly the covered messages.
+        summary: The summary text, or ``None`` when neither the entry nor the head has it.
+        summary_tokens: Tokens of the summary, or ``None``.
+        covered_tokens: Tokens of the messages it covers, or ``None``.
+        created_at: Unix time the summary was made, or ``None``.
+        summarizer: Which summarizer made it, or ``None``.
+        strategy: The strategy that produced it, or ``None``.
+        valid: Whether it still matches the history given, or ``None`` without one.
+    """
+
+    start: int
+    end: int
+    key: str
+    stored: bool
+    head: bool
+    fingerprint: str
+    summary: str | None
+    summary_tokens: int | None
+    covered_tokens: int | None
+    created_at: float | None
+    summarizer: str | None
+    strategy: str | None
+    valid: bool | None
+
+    @property
+    def summary_chars(self) -> int | None:
+        """Characters of the summary, or ``None``."""
+        return None if self.summary is None else len(self.summary)
+
+    def age(self, now: float | None = None) -> float | None:
+        """Seconds since the summary was made, or ``None``."""
+        if self.created_at is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.created_at)
+
+
+def range_is_valid(checked: CheckedMessages, ref: RangeRef) -> bool:
+    """Whether a cached range still matches a history, by the compressor's own rules.
+
+    The range must start right after the pinned system messages, end inside the history on
+    a whole unit (never between a tool call and its results), and its fingerprint must match
+    the covered messages.
+    """
+    start, end = ref.start, ref.end
+    if start != checked.pinned or not start <= end < len(checked):
+        return False
+    if checked.unit_end[end] != end:
+        return False
+    return fingerprint_chain(checked.canonical, start)[end - start] == ref.fingerprint
+
+
+async def _read_many(store: Store, keys: list[str]) -> list[str | None]:
+    if not keys:
+        return []
+    if isinstance(store, SupportsGetMany):
+        return list(await store.get_many(keys))
+    return [await store.get(key) for key in keys]
+
+
+async def thread_ranges(
+    store: Store,
+    thread_id: str | int,
+    *,
+    namespace: str = "",
+    messages: Sequence[Message] | None = None,
+) -> list[RangeInfo]:
+    """List the cached ranges of a thread, oldest first.
+
+    Args:
+        store: The store the compressor writes to.
+        thread_id: The thread.
+        namespace: The compressor's key namespace.
+        messages: The conversation's current history; when given, each range says whether
+            it still matches it.
+
+    Returns:
+        One :class:`RangeInfo` per range in the thread's index; empty when the thread has
+        no (usable) index.
+
+    Raises:
+        InvalidInput: The thread id or a message is malformed.
+        StoreError: The store failed.
+    """
+    keys = ThreadKeys(thread_id, namespace)
+    checked = check_messages(messages) if messages is not None else None
+    index = ThreadIndex.parse(await store.get(keys.index), thread=keys.encoded)
+    if index is None:
+        return []
+    range_keys = [keys.summary(r.start, r.end) for r in index.ranges]
+    raws = await _read_many(store, range_keys)
+    head = index.head
+    infos: list[RangeInfo] = []
+    for ref, key, raw in zip(index.ranges, range_keys, raws, strict=True):
+        entry = SummaryEntry.parse(raw, thread=keys.encoded, start=ref.start, end=ref.end)
+        is_head = (head.start, head.end, head.fingerprint) == (ref.start, ref.end, ref.fingerprint)
+        known = entry if entry is not None else (head if is_head else None)
+        infos.append(
+            RangeInfo(
+                start=ref.start,
+                end=ref.end,
+                key=key,
+                stored=raw is not None,
+                head=is_head,
+                fingerprint=ref.fingerprint,
+                summary=known.summary if known else None,
+                summary_tokens=known.summary_tokens if known else None,
+                covered_tokens=known.covered_tokens if known else None,
+                created_at=known.created_at if known else None,
+                summarizer=known.summarizer if known else None,
+                strategy=known.strategy if known else None,
+                valid=None if checked is None else range_is_valid(checked, ref),
+            )
+        )
+    return sorted(infos, key=lambda info: (info.end, info.start))
+
+
+async def clear_thread(store: Store, thread_id: str | int, *, namespace: str = "") -> int:
+    """Delete a thread's index and every range it lists.
+
+    Ranges are deleted first and the index last, so an interrupted clear leaves an index
+    that still names what remains.
+
+    Args:
+        store: The store the compressor writes to.
+        thread_id: The thread.
+        namespace: The compressor's key namespace.
+
+    Returns:
+        How many keys were deleted: the index plus its ranges (0 when there is no index).
+
+    Raises:
+        InvalidInput: The thread id is malformed.
+        StoreError: The store failed.
+    """
+    keys = ThreadKeys(thread_id, namespace)
+    raw = await store.get(keys.index)
+    if raw is None:
+        return 0
+    index = ThreadIndex.parse(raw, thread=keys.encoded)
+    targets: set[str] = set()
+    if index is not None:
+        targets.update(keys.summary(r.start, r.end) for r in index.ranges)
+        targets.add(keys.summary(index.head.start, index.head.end))
+    for key in sorted(targets):
+        await store.delete(key)
+    await store.delete(keys.index)
+    return len(targets) + 1
