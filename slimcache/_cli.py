@@ -152,7 +152,7 @@ def _store_state(report: BenchReport) -> str:
     threads = len(report.thread_ids)
     if report.warm_threads == 0:
         return "cold"
-    return f"warm: {report.warm_threads}/{threads} threads cached"
+    return f"warm ({report.warm_threads}/{threads} threads cached)"
 
 
 def print_report(report: BenchReport, console: "Console") -> None:
@@ -165,19 +165,19 @@ def print_report(report: BenchReport, console: "Console") -> None:
     modes = list(report.modes.values())
     title = (
         f"slimcache bench: {len(report.conversations)} {report.dataset} conversations, "
-        f"{_number(report.requests)} requests per mode, summarizer {report.summarizer}\n"
-        f"window: summarize when > {settings.threshold} messages, keep {settings.keep}; "
-        f"strategy {settings.strategy}; store {report.store} ({_store_state(report)} "
-        "before this run)"
+        f"{_number(report.requests)} requests per mode\n"
+        f"summarizer {report.summarizer}; summarize when > {settings.threshold} messages, "
+        f"keep {settings.keep}; strategy {settings.strategy}\n"
+        f"store {report.store}: {_store_state(report)} before this run"
     )
     table = Table(title=Text(title), title_justify="left", show_lines=False)
     table.add_column("per mode", style="bold", no_wrap=True)
     for mode in modes:
-        header = mode.label
+        header = mode.label.replace(" (", "\n(", 1)
         if mode.key == "store":
-            header = f"{mode.label}\n{_store_state(report)}"
+            header = f"{header}\n{_store_state(report)}"
         elif mode.key == "second_pass":
-            header = f"{mode.label}\nsame threads again"
+            header = f"{header}\nsame threads again"
         table.add_column(header, justify="right")
 
     def row(name: str, values: list[str]) -> None:
@@ -222,7 +222,7 @@ def print_report(report: BenchReport, console: "Console") -> None:
             f"{naive.message_tokens / floor:.1f}x the floor."
         )
     lines.append("Cost counts summarizer input tokens only.")
-    console.print("\n".join(lines), highlight=False)
+    console.print("\n".join(lines), highlight=False, soft_wrap=True)
 
 
 async def _bench(
@@ -373,7 +373,7 @@ def build_app() -> "typer.Typer":
             int | None,
             typer.Option(
                 min=1,
-                help="Ranges listed per thread [default: the compressor's default].",
+                help="Ranges listed per thread (default: the compressor's).",
                 show_default=False,
             ),
         ] = None,
@@ -382,7 +382,7 @@ def build_app() -> "typer.Typer":
             typer.Option(
                 min=0,
                 help=f"Only conversations with at least this many messages "
-                f"[default: {DEFAULT_MIN_MESSAGES} for chitchat, 0 for a file].",
+                f"(default: {DEFAULT_MIN_MESSAGES} for chitchat, 0 for a file).",
                 show_default=False,
             ),
         ] = None,

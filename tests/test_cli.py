@@ -146,7 +146,8 @@ def test_bench_json_dataset_on_memory(data_json: Path, tmp_path: Path) -> None:
         "bench", "--store", "memory://", "--dataset", str(data_json), "--json", str(out), *SMALL
     )
     assert result.exit_code == 0, result.stderr
-    assert "naive (no cache)" in result.stdout
+    assert "(no cache)" in result.stdout
+    assert "summarizer calls" in result.stdout
     assert "Floor:" in result.stdout
     assert "exactly the floor" in result.stdout
     figures = json.loads(out.read_text())
@@ -211,7 +212,7 @@ def test_bench_jsonl_on_sqlite_twice_with_plot(data_jsonl: Path, tmp_path: Path)
         *SMALL,
     )
     assert second.exit_code == 0, second.stderr
-    assert "warm: 2/2 threads cached" in flat(second.stdout)
+    assert "warm (2/2 threads cached) before this run" in flat(second.stdout)
     again = json.loads(second_json.read_text())
     assert again["threads"] == figures["threads"]
     assert again["store_warm_threads"] == 2
