@@ -37,6 +37,7 @@ from slimcache._store import (
     Store,
     SupportsGetMany,
     SupportsSetIfAbsent,
+    positive_int,
     validate_ttl,
 )
 from slimcache._summarizer import (
@@ -309,20 +310,10 @@ class SummarizeCompressor:
             raise ConfigurationError("strategy='custom' needs a merge function")
         if strategy != "custom" and merge is not None:
             raise ConfigurationError("merge is only used with strategy='custom'")
-        for name, value in (
-            ("max_summary_tokens", max_summary_tokens),
-            ("checkpoints", checkpoints),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
-        if hybrid_max_tokens is not None and (
-            isinstance(hybrid_max_tokens, bool)
-            or not isinstance(hybrid_max_tokens, int)
-            or hybrid_max_tokens < 1
-        ):
-            raise ConfigurationError(
-                f"hybrid_max_tokens must be a positive integer, got {hybrid_max_tokens!r}"
-            )
+        positive_int("max_summary_tokens", max_summary_tokens)
+        positive_int("checkpoints", checkpoints)
+        if hybrid_max_tokens is not None:
+            positive_int("hybrid_max_tokens", hybrid_max_tokens)
         if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
             raise ConfigurationError("message_overhead must be an integer")
         if message_overhead < 0:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from slimcache._exceptions import ConfigurationError
+from slimcache._store import positive_int
 
 __all__ = [
     "AnyOf",
@@ -24,12 +25,6 @@ __all__ = [
     "Trigger",
     "WindowState",
 ]
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -70,7 +65,7 @@ class MessageThreshold:
     messages: int
 
     def __post_init__(self) -> None:
-        _positive_int("MessageThreshold.messages", self.messages)
+        positive_int("MessageThreshold.messages", self.messages)
 
     def reason(self, state: WindowState) -> str | None:
         """Fire when the window's message count exceeds the threshold."""
@@ -84,7 +79,7 @@ class TokenThreshold:
     tokens: int
 
     def __post_init__(self) -> None:
-        _positive_int("TokenThreshold.tokens", self.tokens)
+        positive_int("TokenThreshold.tokens", self.tokens)
 
     def reason(self, state: WindowState) -> str | None:
         """Fire when the window's token count exceeds the threshold."""
@@ -106,7 +101,7 @@ class ContextWindow:
     fraction: float = 0.8
 
     def __post_init__(self) -> None:
-        _positive_int("ContextWindow.max_tokens", self.max_tokens)
+        positive_int("ContextWindow.max_tokens", self.max_tokens)
         if isinstance(self.fraction, bool) or not 0 < self.fraction <= 1:
             raise ConfigurationError(
                 f"ContextWindow.fraction must be in (0, 1], got {self.fraction!r}"
@@ -170,7 +165,7 @@ class KeepMessages:
     messages: int
 
     def __post_init__(self) -> None:
-        _positive_int("KeepMessages.messages", self.messages)
+        positive_int("KeepMessages.messages", self.messages)
 
     def satisfied(self, messages: int, tokens: int) -> bool:
         """True when the window has at most ``messages`` messages."""
@@ -184,7 +179,7 @@ class KeepTokens:
     tokens: int
 
     def __post_init__(self) -> None:
-        _positive_int("KeepTokens.tokens", self.tokens)
+        positive_int("KeepTokens.tokens", self.tokens)
 
     def satisfied(self, messages: int, tokens: int) -> bool:
         """True when the window has at most ``tokens`` tokens."""

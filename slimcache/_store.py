@@ -17,6 +17,7 @@ __all__ = [
     "SupportsClose",
     "SupportsGetMany",
     "SupportsSetIfAbsent",
+    "positive_int",
     "validate_ttl",
 ]
 
@@ -78,6 +79,17 @@ class SupportsClose(Protocol):
         ...
 
 
+def positive_int(name: str, value: object) -> int:
+    """Check that an argument is a positive integer (``bool`` is not one).
+
+    Raises:
+        ConfigurationError: Naming the argument and the value given.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
 def validate_ttl(ttl: float | None) -> float | None:
     """Check a TTL argument: ``None`` or a positive, finite number of seconds.
 
@@ -113,10 +125,8 @@ class MemoryStore:
         max_entries: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if max_entries is not None and (
-            isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1
-        ):
-            raise ConfigurationError(f"max_entries must be a positive integer, got {max_entries!r}")
+        if max_entries is not None:
+            positive_int("max_entries", max_entries)
         self._max_entries = max_entries
         self._clock = clock
         self._data: OrderedDict[str, tuple[str, float | None]] = OrderedDict()
