@@ -47,6 +47,7 @@ from slimcache._store import (
     MemoryStore,
     Store,
     SupportsClose,
+    SupportsCompareAndSet,
     SupportsGetMany,
     SupportsSetIfAbsent,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "SummaryContext",
     "SummaryEntry",
     "SupportsClose",
+    "SupportsCompareAndSet",
     "SupportsGetMany",
     "SupportsSetIfAbsent",
     "ThreadIndex",

@@ -9,12 +9,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
-from slimcache._exceptions import ConfigurationError
+from slimcache._exceptions import ConfigurationError, StoreError
 
 __all__ = [
     "MemoryStore",
     "Store",
     "SupportsClose",
+    "SupportsCompareAndSet",
     "SupportsGetMany",
     "SupportsSetIfAbsent",
     "positive_int",
@@ -67,6 +68,41 @@ class SupportsGetMany(Protocol):
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return the values of ``keys`` in the same order, ``None`` for absent keys."""
+        ...
+
+
+@runtime_checkable
+class SupportsCompareAndSet(Protocol):
+    """Optional ability: writes and deletes that happen only if the key holds a given value.
+
+    slimcache uses it to release only the lease it owns, to renew that lease, and to write a
+    thread's index without overwriting a newer index another worker wrote in between.
+    """
+
+    async def compare_and_set(
+        self, key: str, expected: str | None, value: str, *, ttl: float | None = None
+    ) -> bool:
+        """Store ``value`` only if ``key`` currently holds ``expected``, atomically.
+
+        Args:
+            key: The key.
+            expected: The value the key must hold; ``None`` means the key must be absent (or
+                hold only an expired entry).
+            value: The new value.
+            ttl: Seconds until the new entry expires; ``None`` keeps it until deleted.
+
+        Returns:
+            ``True`` if this call wrote the value, ``False`` if the key held something else.
+        """
+        ...
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        """Remove ``key`` only if it currently holds ``expected``, atomically.
+
+        Returns:
+            ``True`` if this call deleted the entry, ``False`` if the key held something else
+            or nothing.
+        """
         ...
 
 
@@ -131,6 +167,7 @@ class MemoryStore:
         self._clock = clock
         self._data: OrderedDict[str, tuple[str, float | None]] = OrderedDict()
         self._lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MemoryStore:
@@ -173,11 +210,13 @@ class MemoryStore:
     async def get(self, key: str) -> str | None:
         """Return the value under ``key``, or ``None``."""
         with self._lock:
+            self._check_open()
             return self._live(key, self._clock())
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return the values of ``keys`` in order."""
         with self._lock:
+            self._check_open()
             now = self._clock()
             return [self._live(key, now) for key in keys]
 
@@ -185,27 +224,63 @@ class MemoryStore:
         """Store ``value`` under ``key`` for ``ttl`` seconds (forever if ``None``)."""
         ttl = validate_ttl(ttl)
         with self._lock:
+            self._check_open()
             self._put(key, value, ttl, self._clock())
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
         """Store ``value`` only if ``key`` is absent; return whether it was written."""
         ttl = validate_ttl(ttl)
         with self._lock:
+            self._check_open()
             now = self._clock()
             if self._live(key, now) is not None:
                 return False
             self._put(key, value, ttl, now)
             return True
 
+    async def compare_and_set(
+        self, key: str, expected: str | None, value: str, *, ttl: float | None = None
+    ) -> bool:
+        """Store ``value`` only if ``key`` holds ``expected`` (``None``: is absent)."""
+        ttl = validate_ttl(ttl)
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            if self._live(key, now) != expected:
+                return False
+            self._put(key, value, ttl, now)
+            return True
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        """Remove ``key`` only if it holds ``expected``."""
+        with self._lock:
+            self._check_open()
+            if self._live(key, self._clock()) != expected:
+                return False
+            del self._data[key]
+            return True
+
     async def delete(self, key: str) -> None:
         """Remove ``key`` if present."""
         with self._lock:
+            self._check_open()
             self._data.pop(key, None)
 
     async def aclose(self) -> None:
-        """Drop every entry."""
+        """Drop every entry; the store refuses every call afterwards. Idempotent."""
         with self._lock:
+            self._closed = True
             self._data.clear()
+
+    async def __aenter__(self) -> MemoryStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("MemoryStore is closed")
 
     def snapshot(self) -> dict[str, str]:
         """Return a copy of the live entries (for tests and inspection)."""

@@ -1,0 +1,188 @@
+"""A toolkit for store adapter authors: the checks, error rules and lifetime stores share.
+
+The bundled adapters (Redis, SQL, S3) are built on it and import nothing private from slimcache;
+a third-party adapter can do the same::
+
+    from slimcache.adapters import ClosingStore, translate_errors, validate_ttl
+
+    class MyStore(ClosingStore):
+        async def get(self, key: str) -> str | None:
+            self.check_open("get")
+            with translate_errors("MyStore get", repr(key), (MyDriverError, OSError)):
+                return await self._client.get(key)
+
+        async def aclose(self) -> None:
+            self.mark_closed()
+
+The rules they share:
+
+- **Errors.** Every driver failure becomes :class:`~slimcache.StoreError` naming the operation
+  and the key, with the driver's exception chained as ``__cause__``; a bad argument is a
+  :class:`~slimcache.ConfigurationError` raised before anything is sent.
+- **Timeouts.** Every call is bounded: ``DEFAULT_STORE_TIMEOUT`` seconds unless configured,
+  checked with :func:`check_seconds`.
+- **Options.** A ``from_url`` option may be given in the URL's query or as a keyword argument,
+  never both: :func:`combine_options` raises instead of silently picking one.
+- **Values.** Bytes that are not UTF-8 (written by some other program) are decoded with
+  replacement characters and logged by :func:`decode_value`, never raised: slimcache then sees
+  a value it cannot parse, which is a cache miss that the next write repairs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, TypeVar
+
+from slimcache._exceptions import ConfigurationError, StoreError
+from slimcache._store import positive_int, validate_ttl
+
+__all__ = [
+    "DEFAULT_STORE_TIMEOUT",
+    "ClosingStore",
+    "check_seconds",
+    "combine_options",
+    "decode_value",
+    "positive_int",
+    "translate_errors",
+    "validate_ttl",
+]
+
+logger = logging.getLogger("slimcache")
+
+DEFAULT_STORE_TIMEOUT = 5.0
+"""Seconds one store call may take by default before it fails with ``StoreError``."""
+
+_Self = TypeVar("_Self", bound="ClosingStore")
+
+
+def check_seconds(name: str, value: object, *, allow_none: bool = False) -> float | None:
+    """Check a duration option: a positive, finite number of seconds (a numeric string too,
+    as URL query options are strings).
+
+    Raises:
+        ConfigurationError: Naming the option and the value given.
+    """
+    if value is None:
+        if allow_none:
+            return None
+        raise ConfigurationError(f"{name} must be a number of seconds, got None")
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not value > 0 or math.isinf(value) or math.isnan(value):
+        raise ConfigurationError(
+            f"{name} must be a positive, finite number of seconds, got {value!r}"
+        )
+    return float(value)
+
+
+def combine_options(
+    url: str, url_options: Mapping[str, str], keywords: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Merge a URL's query options with keyword options under the one rule: not both.
+
+    Args:
+        url: The URL, for the error message.
+        url_options: Options parsed from the URL's query (strings).
+        keywords: Keyword options; ``None`` means not given.
+
+    Returns:
+        Every option given either way (keyword values as given, URL values as strings).
+
+    Raises:
+        ConfigurationError: An option is given both in the URL and as a keyword.
+    """
+    merged: dict[str, Any] = {name: value for name, value in keywords.items() if value is not None}
+    for name, value in url_options.items():
+        if name in merged:
+            raise ConfigurationError(
+                f"option {name!r} is given both in the URL {url!r} and as a keyword argument; "
+                "give it one way"
+            )
+        merged[name] = value
+    return merged
+
+
+@contextmanager
+def translate_errors(
+    operation: str, what: str, errors: tuple[type[BaseException], ...]
+) -> Iterator[None]:
+    """Turn the driver errors ``errors`` raised inside the block into :class:`StoreError`.
+
+    Args:
+        operation: What was attempted, e.g. ``"Redis GET"``.
+        what: What it was attempted on, e.g. ``"key 'a'"``.
+        errors: The exception classes that mean the store failed.
+    """
+    try:
+        yield
+    except StoreError:
+        raise
+    except errors as exc:
+        text = str(exc).strip()
+        detail = text.splitlines()[0] if text else ""
+        detail = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        raise StoreError(f"{operation} of {what} failed: {detail}") from exc
+
+
+def decode_value(raw: bytes, *, where: str) -> str:
+    """Decode a stored value: UTF-8 (lone surrogates allowed), else replacement characters.
+
+    A value some other program wrote may hold any bytes; it is logged and returned in a form
+    slimcache will not parse, so it reads as a cache miss instead of failing every request.
+    """
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        logger.warning("%s holds bytes that are not UTF-8; treating it as foreign data", where)
+        return raw.decode("utf-8", "replace")
+
+
+class ClosingStore:
+    """Mixin for a store's lifetime: ``async with`` support and a closed flag.
+
+    Subclasses implement ``aclose`` (calling :meth:`mark_closed`) and call :meth:`check_open`
+    at the start of every operation.
+    """
+
+    _closed: bool = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
+    def mark_closed(self) -> bool:
+        """Mark the store closed; return ``False`` if it already was (``aclose`` is idempotent)."""
+        if self._closed:
+            return False
+        self._closed = True
+        return True
+
+    def check_open(self, operation: str) -> None:
+        """Raise :class:`StoreError` if the store is closed."""
+        if self._closed:
+            raise StoreError(f"{type(self).__name__}: {operation} on a closed store")
+
+    async def aclose(self) -> None:
+        """Release the store's resources; override and call :meth:`mark_closed`."""
+        self.mark_closed()
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
