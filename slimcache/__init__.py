@@ -1,15 +1,6 @@
 """slimcache: cached, incremental conversation summaries kept in your own store."""
 
-from slimcache._compressor import (
-    DEFAULT_SUMMARY_TEMPLATE,
-    CompressEvent,
-    CompressionResult,
-    MergeFunction,
-    Outcome,
-    Stats,
-    Strategy,
-    SummarizeCompressor,
-)
+from slimcache._compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._exceptions import (
     ConfigurationError,
@@ -43,6 +34,7 @@ from slimcache._policy import (
     WindowState,
 )
 from slimcache._registry import open_store
+from slimcache._results import CompressEvent, CompressionResult, Outcome, Stats
 from slimcache._store import (
     MemoryStore,
     Store,
@@ -50,6 +42,16 @@ from slimcache._store import (
     SupportsCompareAndSet,
     SupportsGetMany,
     SupportsSetIfAbsent,
+)
+from slimcache._strategies import (
+    Concat,
+    Custom,
+    Extend,
+    Hybrid,
+    MergeFunction,
+    Replace,
+    Strategy,
+    StrategyName,
 )
 from slimcache._summarizer import (
     DEFAULT_CONDENSE_PROMPT,
@@ -70,9 +72,13 @@ __all__ = [
     "AnyOf",
     "CompressEvent",
     "CompressionResult",
+    "Concat",
     "ConfigurationError",
     "ContextWindow",
     "Conversation",
+    "Custom",
+    "Extend",
+    "Hybrid",
     "InvalidInput",
     "Keep",
     "KeepMessages",
@@ -86,11 +92,13 @@ __all__ = [
     "Outcome",
     "Prompts",
     "RangeRef",
+    "Replace",
     "SlimcacheError",
     "Stats",
     "Store",
     "StoreError",
     "Strategy",
+    "StrategyName",
     "SummarizeCompressor",
     "Summarizer",
     "SummarizerError",

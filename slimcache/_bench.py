@@ -36,13 +36,15 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from slimcache._compressor import _STRATEGIES, Stats, Strategy, SummarizeCompressor
+from slimcache._compressor import SummarizeCompressor
 from slimcache._datasets import BenchConversation, Dataset, request_lengths
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache._keys import ThreadKeys
 from slimcache._messages import Message, check_messages, count_message_tokens, message_text
 from slimcache._policy import KeepMessages, MessageThreshold
+from slimcache._results import Stats
 from slimcache._store import Store, SupportsGetMany, SupportsSetIfAbsent
+from slimcache._strategies import STRATEGY_NAMES, StrategyName
 from slimcache._summarizer import SummaryContext
 
 __all__ = [
@@ -337,7 +339,7 @@ class BenchSettings:
 
     threshold: int = 20
     keep: int = 10
-    strategy: Strategy = "extend"
+    strategy: StrategyName = "extend"
     summary_tokens: int = 400
     checkpoints: int | None = None
     price_per_mtok: float = DEFAULT_PRICE_PER_MTOK
@@ -352,8 +354,8 @@ class BenchSettings:
             raise ConfigurationError(
                 f"keep ({self.keep}) must be below threshold ({self.threshold})"
             )
-        if self.strategy not in _STRATEGIES or self.strategy == "custom":
-            choices = ", ".join(s for s in _STRATEGIES if s != "custom")
+        if self.strategy not in STRATEGY_NAMES:
+            choices = ", ".join(STRATEGY_NAMES)
             raise ConfigurationError(f"strategy must be one of {choices}, got {self.strategy!r}")
         price = self.price_per_mtok
         if isinstance(price, bool) or not isinstance(price, (int, float)) or not price >= 0:

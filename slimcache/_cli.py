@@ -27,12 +27,12 @@ from slimcache._bench import (
     write_plot,
     write_report_json,
 )
-from slimcache._compressor import Strategy
 from slimcache._datasets import CHITCHAT, load_dataset, load_history, select_conversations
 from slimcache._exceptions import ConfigurationError, InvalidInput, SlimcacheError
 from slimcache._inspect import RangeInfo, clear_thread, thread_ranges
 from slimcache._registry import open_store
 from slimcache._store import Store, SupportsClose
+from slimcache._strategies import StrategyName
 
 if TYPE_CHECKING:
     import typer
@@ -396,7 +396,7 @@ def build_app() -> "typer.Typer":
                 settings = BenchSettings(
                     threshold=threshold,
                     keep=keep,
-                    strategy=cast("Strategy", strategy),  # BenchSettings checks the value
+                    strategy=cast("StrategyName", strategy),  # BenchSettings checks the value
                     summary_tokens=summary_tokens,
                     checkpoints=checkpoints,
                     price_per_mtok=price_per_mtok,

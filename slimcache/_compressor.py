@@ -1,19 +1,26 @@
-"""The summarize compressor: cached, incremental range summaries of a conversation."""
+"""The summarize compressor: cached, incremental range summaries of a conversation.
+
+It validates its configuration and dispatches: the decision is the planner's (``_plan``), the
+store calls are the thread cache's (``_thread_cache``), the lease is its own module's
+(``_lease``), and how summaries combine is the strategy's (``_strategies``).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import math
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Union, overload
+from typing import Any, Literal, overload
 
-from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache._entries import RangeRef, SummaryEntry
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
-from slimcache._keys import ThreadKeys, fingerprint_chain
+from slimcache._keys import ThreadKeys, normalize_namespace
+from slimcache._lease import Lease
 from slimcache._messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
@@ -24,22 +31,24 @@ from slimcache._messages import (
     check_messages,
     count_message_tokens,
 )
-from slimcache._policy import (
-    Keep,
-    KeepMessages,
-    MessageThreshold,
-    Trigger,
-    WindowState,
-    check_hysteresis,
+from slimcache._plan import (
+    Decision,
+    Extend,
+    History,
+    Identity,
+    IndexView,
+    Rules,
+    Serve,
+    Summarize,
+    decide,
+    next_index,
+    pick_base,
+    read_index,
 )
-from slimcache._store import (
-    MemoryStore,
-    Store,
-    SupportsGetMany,
-    SupportsSetIfAbsent,
-    positive_int,
-    validate_ttl,
-)
+from slimcache._policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
+from slimcache._results import CompressEvent, CompressionResult, Outcome, Stats
+from slimcache._store import MemoryStore, Store, positive_int, validate_ttl
+from slimcache._strategies import Strategy, StrategyName, resolve_strategy
 from slimcache._summarizer import (
     Prompts,
     Summarizer,
@@ -48,151 +57,27 @@ from slimcache._summarizer import (
     call_summarizer,
     summarizer_name,
 )
+from slimcache._thread_cache import StoreIO, StoreTimeout, ThreadCache
+from slimcache.adapters import DEFAULT_STORE_TIMEOUT
 
-__all__ = [
-    "DEFAULT_SUMMARY_TEMPLATE",
-    "CompressEvent",
-    "CompressionResult",
-    "MergeFunction",
-    "Outcome",
-    "Stats",
-    "Strategy",
-    "SummarizeCompressor",
-]
+__all__ = ["DEFAULT_SUMMARY_TEMPLATE", "SummarizeCompressor"]
 
 logger = logging.getLogger("slimcache")
 
-Strategy = Literal["extend", "concat", "hybrid", "replace", "custom"]
-_STRATEGIES: tuple[str, ...] = ("extend", "concat", "hybrid", "replace", "custom")
-
-Outcome = Literal["unchanged", "hit", "extended", "summarized", "uncached", "passthrough"]
-"""What one call did: ``unchanged`` (nothing to summarize), ``hit`` (a cached summary served,
-no summarizer call), ``extended`` (a cached summary extended with the new messages only),
-``summarized`` (summarized from scratch and cached), ``uncached`` (summarized without the cache:
-no thread id, or the store failed under ``on_store_error="bypass"``), ``passthrough`` (the
-summarizer failed under ``on_summarizer_error="uncompressed"``; messages returned as given)."""
-
-MergeFunction = Callable[[Union[str, None], str], Union[Awaitable[str], str]]  # noqa: UP007
-"""``custom`` strategy: ``(previous_summary or None, summary_of_new_messages) -> merged``."""
-
-Hook = Callable[..., Any]
+Hook = Any
 
 DEFAULT_SUMMARY_TEMPLATE = "Summary of the earlier conversation:\n{summary}"
 
 
-@dataclass
-class Stats:
-    """Counters of one compressor since creation (or the last ``reset_stats``).
-
-    Attributes:
-        requests: ``compress`` calls.
-        summarizer_calls: Calls made to the summarizer.
-        summarizer_input_tokens: Tokens sent to the summarizer (prompt, previous summary, messages).
-        summarizer_output_tokens: Tokens of the summaries it returned.
-        naive_input_tokens: Tokens a compressor that re-summarizes everything outside the window
-            on every request would have sent for the same requests.
-        cache_hits: Requests served from a cached summary with no summarizer call.
-        extensions: Cached summaries extended with only the new messages.
-        misses: Summaries made from scratch for a thread (nothing valid was cached).
-        invalidations: Requests whose newest cached summary no longer matched the history.
-        uncached: Summaries made without the cache (no thread id, or store bypassed).
-        evicted_messages: Messages moved from the verbatim window into a summary.
-        store_reads: Store read round trips (``get`` and ``get_many``).
-        store_writes: Store write round trips (``set`` and ``set_if_absent``).
-        store_deletes: Store delete round trips.
-        store_errors: Store calls that failed.
-        summarizer_errors: Summarizer calls that failed.
-    """
-
-    requests: int = 0
-    summarizer_calls: int = 0
-    summarizer_input_tokens: int = 0
-    summarizer_output_tokens: int = 0
-    naive_input_tokens: int = 0
-    cache_hits: int = 0
-    extensions: int = 0
-    misses: int = 0
-    invalidations: int = 0
-    uncached: int = 0
-    evicted_messages: int = 0
-    store_reads: int = 0
-    store_writes: int = 0
-    store_deletes: int = 0
-    store_errors: int = 0
-    summarizer_errors: int = 0
-
-    @property
-    def store_round_trips(self) -> int:
-        """All store calls made."""
-        return self.store_reads + self.store_writes + self.store_deletes
-
-    @property
-    def tokens_saved(self) -> int:
-        """Summarizer input tokens saved against re-summarizing on every request."""
-        return self.naive_input_tokens - self.summarizer_input_tokens
-
-
-@dataclass(frozen=True)
-class CompressEvent:
-    """Passed to the ``on_compress`` and ``on_cache_hit`` hooks.
-
-    Attributes:
-        thread_id: The thread, or ``None``.
-        outcome: What happened (see :data:`Outcome`).
-        start: First message index the summary covers.
-        end: Last message index the summary covers.
-        new_messages: Messages summarized by this call (0 for a cache hit).
-        summarizer_calls: Summarizer calls made by this call.
-        input_tokens: Tokens sent to the summarizer by this call.
-        summary_tokens: Tokens of the resulting summary.
-        elapsed: Seconds the call took.
-        reason: Why compression was due (``"messages>20"``, ``"forced"``), or ``None``.
-    """
-
-    thread_id: str | None
-    outcome: Outcome
-    start: int
-    end: int
-    new_messages: int
-    summarizer_calls: int
-    input_tokens: int
-    summary_tokens: int
-    elapsed: float
-    reason: str | None
-
-
-@dataclass(frozen=True)
-class CompressionResult:
-    """The full answer of :meth:`SummarizeCompressor.compress_detailed`.
-
-    Attributes:
-        messages: The messages to send: pinned system messages, the summary message, then the
-            verbatim messages.
-        outcome: What happened (see :data:`Outcome`).
-        summary: The summary text, or ``None`` when nothing is summarized.
-        summary_range: ``(start, end)`` message indices the summary covers, or ``None``.
-        summarizer_calls: Summarizer calls made by this call.
-        cached: Whether the summary is in the store.
-        thread_id: The thread, or ``None``.
-    """
-
-    messages: list[dict[str, Any]]
-    outcome: Outcome
-    summary: str | None = None
-    summary_range: tuple[int, int] | None = None
-    summarizer_calls: int = 0
-    cached: bool = False
-    thread_id: str | None = None
-
-
-@dataclass
-class _View:
-    """What the index says about a thread, checked against this request's history."""
-
-    index: ThreadIndex | None
-    live: list[RangeRef] = field(default_factory=list)
-    stale: set[tuple[int, int]] = field(default_factory=set)
-    head_beyond: bool = False
+def _seconds(name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not value > 0
+        or math.isinf(value)
+    ):
+        raise ConfigurationError(f"{name} must be a positive, finite number of seconds")
+    return float(value)
 
 
 @dataclass
@@ -206,6 +91,22 @@ class _Work:
     input_tokens: int = 0
     new_messages: int = 0
     started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The planner's answer for one read of the index."""
+
+    index_raw: str | None
+    view: IndexView
+    base: SummaryEntry | None
+    gone: frozenset[RangeRef]
+    decision: Decision
+
+
+def _due(decision: Decision) -> RangeRef | None:
+    """The range a decision wants summarized, or ``None``."""
+    return decision.target if isinstance(decision, (Extend, Summarize)) else None
 
 
 class SummarizeCompressor:
@@ -222,14 +123,11 @@ class SummarizeCompressor:
         store: Where summaries live; ``None`` keeps them in this process (a :class:`MemoryStore`).
         trigger: When to compress (default: more than 20 verbatim messages).
         keep: How much stays verbatim after compressing (default: the last 10 messages).
-        strategy: How a cached summary and new messages combine: ``"extend"`` (one call given
-            the previous summary and only the new messages), ``"concat"`` (summarize only the
-            new messages and append), ``"hybrid"`` (concat until ``hybrid_max_tokens``, then one
-            call condenses), ``"replace"`` (the new messages' summary replaces the old) or
-            ``"custom"`` (``merge`` combines them).
-        merge: The merge function for ``"custom"``.
-        hybrid_max_tokens: Budget above which ``"hybrid"`` condenses (default:
-            ``max_summary_tokens``).
+        strategy: How a cached summary and new messages combine: :class:`Extend` (the
+            default: one call given the previous summary and only the new messages),
+            :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`, your own
+            :class:`Strategy`, or the shortcut names ``"extend"``, ``"concat"``, ``"hybrid"``
+            and ``"replace"``.
         max_summary_tokens: Token budget handed to the summarizer.
         prompts: The default prompts given to the summarizer.
         token_counter: Counts a text's tokens (default: ``ceil(len / 4)``).
@@ -238,7 +136,7 @@ class SummarizeCompressor:
             ``"user"`` or ``"assistant"``.
         summary_template: Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
             and ``{count}`` are filled in.
-        namespace: Prefix for every store key (e.g. ``"myapp:"``).
+        namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
         ttl: Seconds cached entries live (``None``: until deleted).
         checkpoints: How many ranges a thread's index lists, so that an edit near the end falls
             back to a recent summary instead of summarizing everything again, and a replay of
@@ -249,8 +147,17 @@ class SummarizeCompressor:
         on_store_error: ``"raise"`` the :class:`StoreError` (default) or ``"bypass"`` the cache
             and compress without it.
         summarizer_id: Name recorded in cached entries (default: the function's qualified name).
-        lock_wait: Seconds to wait for another worker already summarizing the same range (on
-            stores with ``set_if_absent``) before summarizing anyway; 0 disables this.
+            Change it (say, to the model's name) to stop using summaries made before.
+        reuse_entries: ``"matching"`` (default): a cached summary made with another
+            ``summarizer_id``, other prompts or another strategy is not used; the thread is
+            summarized again with the current ones. ``"any"``: use whatever is cached.
+        lock_wait: Seconds to wait for another worker already summarizing for the same thread
+            (on stores with ``set_if_absent``) before summarizing anyway; 0 disables waiting.
+        lease_ttl: Seconds a worker's lease on a thread lives without renewal. It is renewed
+            while the summarizer runs (on stores with ``compare_and_set``), so this bounds how
+            long a crashed worker's lease can make others wait.
+        store_timeout: Seconds one store call may take before it fails with
+            :class:`StoreError` (``None``: no bound beyond the store's own).
         on_evict: Hook ``(messages, reason)`` called with the messages folded into a summary.
         on_compress: Hook ``(CompressEvent)`` called after a summary is made.
         on_cache_hit: Hook ``(CompressEvent)`` called when a cached summary is served.
@@ -267,9 +174,7 @@ class SummarizeCompressor:
         *,
         trigger: Trigger | None = None,
         keep: Keep | None = None,
-        strategy: Strategy = "extend",
-        merge: MergeFunction | None = None,
-        hybrid_max_tokens: int | None = None,
+        strategy: Strategy | StrategyName = "extend",
         max_summary_tokens: int = 1000,
         prompts: Prompts | None = None,
         token_counter: TokenCounter = approx_tokens,
@@ -283,7 +188,10 @@ class SummarizeCompressor:
         on_summarizer_error: Literal["raise", "uncompressed"] = "raise",
         on_store_error: Literal["raise", "bypass"] = "raise",
         summarizer_id: str | None = None,
+        reuse_entries: Literal["matching", "any"] = "matching",
         lock_wait: float = 30.0,
+        lease_ttl: float = 10.0,
+        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
         on_evict: Hook | None = None,
         on_compress: Hook | None = None,
         on_cache_hit: Hook | None = None,
@@ -302,18 +210,9 @@ class SummarizeCompressor:
         if not isinstance(self._keep, Keep):
             raise ConfigurationError(f"keep has no satisfied() method: {self._keep!r}")
         check_hysteresis(self._trigger, self._keep)
-        if strategy not in _STRATEGIES:
-            raise ConfigurationError(
-                f"strategy must be one of {', '.join(_STRATEGIES)}, got {strategy!r}"
-            )
-        if strategy == "custom" and not callable(merge):
-            raise ConfigurationError("strategy='custom' needs a merge function")
-        if strategy != "custom" and merge is not None:
-            raise ConfigurationError("merge is only used with strategy='custom'")
+        resolved_strategy = resolve_strategy(strategy)
         positive_int("max_summary_tokens", max_summary_tokens)
         positive_int("checkpoints", checkpoints)
-        if hybrid_max_tokens is not None:
-            positive_int("hybrid_max_tokens", hybrid_max_tokens)
         if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
             raise ConfigurationError("message_overhead must be an integer")
         if message_overhead < 0:
@@ -336,6 +235,11 @@ class SummarizeCompressor:
             raise ConfigurationError("on_store_error must be 'raise' or 'bypass'")
         if isinstance(lock_wait, bool) or not isinstance(lock_wait, (int, float)) or lock_wait < 0:
             raise ConfigurationError("lock_wait must be a number of seconds >= 0")
+        if reuse_entries not in ("matching", "any"):
+            raise ConfigurationError("reuse_entries must be 'matching' or 'any'")
+        lease_ttl = _seconds("lease_ttl", lease_ttl)
+        if store_timeout is not None:
+            store_timeout = _seconds("store_timeout", store_timeout)
         for hook_name, hook in (
             ("on_evict", on_evict),
             ("on_compress", on_compress),
@@ -344,14 +248,12 @@ class SummarizeCompressor:
         ):
             if hook is not None and not callable(hook):
                 raise ConfigurationError(f"{hook_name} must be callable")
-        ThreadKeys("probe", namespace)  # validates the namespace before any use
+        normalize_namespace(namespace)
 
         self._summarizer = summarizer
         self._store: Store = store if store is not None else MemoryStore()
-        self._strategy: Strategy = strategy
-        self._merge = merge
+        self._strategy = resolved_strategy
         self._max_summary_tokens = max_summary_tokens
-        self._hybrid_max_tokens = hybrid_max_tokens or max_summary_tokens
         self._prompts = prompts or Prompts()
         self._count = token_counter
         self._overhead = message_overhead
@@ -365,14 +267,22 @@ class SummarizeCompressor:
         self._on_store_error = on_store_error
         self._summarizer_id = summarizer_id or summarizer_name(summarizer)
         self._lock_wait = float(lock_wait)
-        self._lock_ttl = (summarizer_timeout or 120.0) + 10.0
+        self._lease_ttl = lease_ttl
+        self._stats = Stats()
+        self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
+        identity = Identity(self._summarizer_id, self._prompts.digest, resolved_strategy.name)
+        self._rules = Rules(
+            trigger=self._trigger,
+            keep=self._keep,
+            summary_tokens=self._summary_tokens,
+            identity=identity if reuse_entries == "matching" else None,
+        )
         self._hooks: dict[str, Hook | None] = {
             "on_evict": on_evict,
             "on_compress": on_compress,
             "on_cache_hit": on_cache_hit,
             "on_error": on_error,
         }
-        self._stats = Stats()
 
     # ------------------------------------------------------------------ public API
 
@@ -389,6 +299,7 @@ class SummarizeCompressor:
     def reset_stats(self) -> None:
         """Zero every counter; the cache is untouched."""
         self._stats = Stats()
+        self._io.stats = self._stats
 
     @overload
     async def compress(
@@ -485,256 +396,189 @@ class SummarizeCompressor:
     # ------------------------------------------------------------------ the two paths
 
     async def _compress_uncached(self, work: _Work, force: bool) -> CompressionResult:
-        checked = work.checked
-        pinned = checked.pinned
-        boundary = self._due_boundary(work, pinned, None, force)
-        if boundary is None:
+        decision = decide(History(work.checked), None, self._rules, force=force)
+        if not isinstance(decision, Summarize):
             return self._unchanged(work)
-        summary = await self._produce(work, None, pinned, boundary)
+        target = decision.target
+        work.reason = decision.reason
+        summary = await self._produce(work, None, target)
         self._stats.uncached += 1
-        return await self._made(work, summary, pinned, boundary, "uncached", cached=False)
+        return await self._made(work, summary, target.start, target.end, "uncached", cached=False)
 
     async def _compress_cached(
         self, work: _Work, keys: ThreadKeys, force: bool
     ) -> CompressionResult:
-        checked = work.checked
-        pinned, total = checked.pinned, len(checked)
-        if total == pinned:
+        history = History(work.checked)
+        if history.total == history.pinned:
             return self._unchanged(work)
-        chain = fingerprint_chain(checked.canonical, pinned)
+        cache = ThreadCache(self._io, keys)
+        plan = await self._plan(cache, history, await cache.read_index(), force, first=True)
+        target = _due(plan.decision)
+        if target is None:
+            return await self._settle(work, cache, history, plan)
 
-        def valid(start: int, end: int, fingerprint: str) -> bool:
-            return (
-                start == pinned
-                and pinned <= end < total
-                and checked.unit_end[end] == end
-                and chain[end - pinned] == fingerprint
-            )
+        lease: Lease | None = None
+        if self._lock_wait > 0 and self._io.atomic:
+            lease = Lease(self._io, keys.lease, self._lease_ttl)
+            plan = await self._take_turn(cache, history, plan, lease, force)
+            target = _due(plan.decision)
+        try:
+            previous_raw: str | None = None
+            if target is not None:
+                # Read again now that this worker has its turn: another may have just finished.
+                index_raw, previous_raw = await cache.read_index_and_range(target.start, target.end)
+                plan = await self._plan(cache, history, index_raw, force)
+                existing = cache.parse_range(previous_raw, target.start, target.end)
+                if _due(plan.decision) == target and self._serves(existing, target):
+                    assert existing is not None
+                    await self._repair_index(cache, history, plan, existing)
+                    return await self._hit(work, existing)
+                if _due(plan.decision) != target:
+                    previous_raw = None
+            decision = plan.decision
+            if not isinstance(decision, (Extend, Summarize)):
+                return await self._settle(work, cache, history, plan)
+            return await self._summarize(work, cache, history, plan, decision, lease, previous_raw)
+        finally:
+            if lease is not None:
+                await lease.release()
 
-        index = ThreadIndex.parse(await self._get(keys.index), thread=keys.encoded)
-        view = _View(index)
-        state: SummaryEntry | None = None
-        from_head = False
-        if index is not None:
-            # A range is served only if it ends where compressing down to the keep policy
-            # could end for this history; one reaching further (a replay of an earlier point,
-            # a retried request) is kept, neither served nor dropped.
-            limit = self._eviction_boundary(checked, pinned)
-            reach = -1 if limit is None else limit
-            head = index.head
-
-            def stale(start: int, end: int, fingerprint: str) -> bool:
-                return end < total and not valid(start, end, fingerprint)
-
-            head_stale = stale(head.start, head.end, head.fingerprint)
-            head_ok = (
-                not head_stale
-                and head.end <= reach
-                and valid(head.start, head.end, head.fingerprint)
-            )
-            view.head_beyond = not head_stale and head.end > reach
-            view.stale = {
-                (r.start, r.end) for r in index.ranges if stale(r.start, r.end, r.fingerprint)
-            }
-            if view.stale or head_stale:
-                self._stats.invalidations += 1
-                logger.info(
-                    "thread %s: cached ranges %s no longer match the history",
-                    work.thread_id,
-                    sorted(view.stale | ({(head.start, head.end)} if head_stale else set())),
-                )
-            longer = [
-                r
-                for r in index.ranges
-                if (r.start, r.end) not in view.stale
-                and r.end <= reach
-                and valid(r.start, r.end, r.fingerprint)
-                and (not head_ok or r.end > head.end)
-            ]
-            gone: set[RangeRef] = set()
-            if longer:
-                state, gone = await self._fallback(keys, longer)
-            if state is None and head_ok:
-                state, from_head = head, True
-            view.live = [
-                r for r in index.ranges if (r.start, r.end) not in view.stale and r not in gone
-            ]
-
-        boundary = self._due_boundary(work, pinned, state, force)
-        if boundary is None:
-            if state is None:
-                return self._unchanged(work)
-            if not from_head and not view.head_beyond:
-                await self._repair_index(keys, state, view)
-            return await self._hit(work, state)
-
-        target = RangeRef(pinned, boundary, chain[boundary - pinned])
-        return await self._extend_or_summarize(work, keys, state, target, view)
-
-    # ------------------------------------------------------------------ decisions
-
-    def _summary_message(self, summary: str, start: int, end: int) -> dict[str, Any]:
-        content = self._summary_template.format(
-            summary=summary, start=start, end=end, count=end - start + 1
-        )
-        return {"role": self._summary_role, "content": content}
-
-    def _due_boundary(
-        self, work: _Work, pinned: int, state: SummaryEntry | None, force: bool
-    ) -> int | None:
-        """Return the last index to summarize now, or ``None`` when nothing is due."""
-        checked = work.checked
-        window_start = state.end + 1 if state is not None else pinned
-        summary_tokens = 0
-        if state is not None:
-            message = self._summary_message(state.summary, state.start, state.end)
-            summary_tokens = count_message_tokens(message, self._count, self._overhead)
-        window = WindowState(
-            messages=len(checked) - window_start,
-            tokens=sum(checked.tokens[window_start:]),
-            pinned_tokens=sum(checked.tokens[:pinned]),
-            summary_tokens=summary_tokens,
-        )
-        reason = "forced" if force else self._trigger.reason(window)
-        if reason is None:
-            return None
-        work.reason = reason
-        return self._eviction_boundary(checked, window_start)
-
-    def _eviction_boundary(self, checked: CheckedMessages, window_start: int) -> int | None:
-        """Evict whole units from the window's front until the keep policy is met.
-
-        The last unit always stays verbatim, and an assistant message with tool calls is never
-        separated from its tool results.
-        """
-        total = len(checked)
-        remaining = total - window_start
-        remaining_tokens = sum(checked.tokens[window_start:])
-        boundary: int | None = None
-        position = window_start
-        while position < total and not self._keep.satisfied(remaining, remaining_tokens):
-            end = checked.unit_end[position]
-            if end >= total - 1:
-                break
-            remaining -= end - position + 1
-            remaining_tokens -= sum(checked.tokens[position : end + 1])
-            boundary, position = end, end + 1
-        return boundary
-
-    # ------------------------------------------------------------------ cache paths
-
-    async def _fallback(
-        self, keys: ThreadKeys, candidates: list[RangeRef]
-    ) -> tuple[SummaryEntry | None, set[RangeRef]]:
-        """Read the longest candidate range that still exists; report the ones that are gone."""
-        candidates = sorted(candidates, key=lambda r: r.end, reverse=True)
-        raws = await self._get_many([keys.summary(r.start, r.end) for r in candidates])
-        gone: set[RangeRef] = set()
-        for ref, raw in zip(candidates, raws, strict=True):
-            entry = SummaryEntry.parse(raw, thread=keys.encoded, start=ref.start, end=ref.end)
-            if entry is not None and entry.fingerprint == ref.fingerprint:
-                logger.info("thread %s: using cached range %d-%d", keys.encoded, ref.start, ref.end)
-                return entry, gone
-            gone.add(ref)
-        return None, gone
-
-    async def _hit(self, work: _Work, state: SummaryEntry) -> CompressionResult:
-        self._stats.cache_hits += 1
-        self._stats.naive_input_tokens += self._naive_tokens(work.checked, state.start, state.end)
-        result = await self._made(work, state.summary, state.start, state.end, "hit", cached=True)
-        return result
-
-    async def _extend_or_summarize(
+    async def _summarize(
         self,
         work: _Work,
-        keys: ThreadKeys,
-        state: SummaryEntry | None,
-        target: RangeRef,
-        view: _View,
+        cache: ThreadCache,
+        history: History,
+        plan: _Plan,
+        decision: Extend | Summarize,
+        lease: Lease | None,
+        previous_raw: str | None,
     ) -> CompressionResult:
-        range_key = keys.summary(target.start, target.end)
-        previous_raw = await self._get(range_key)
-        existing = SummaryEntry.parse(
-            previous_raw, thread=keys.encoded, start=target.start, end=target.end
+        base = decision.base if isinstance(decision, Extend) else None
+        target = decision.target
+        work.reason = decision.reason
+        with_lease = lease.kept() if lease is not None else contextlib.nullcontext()
+        async with with_lease:
+            summary = await self._produce(work, base, target)
+        entry = SummaryEntry(
+            thread=cache.keys.encoded,
+            start=target.start,
+            end=target.end,
+            fingerprint=target.fingerprint,
+            summary=summary,
+            summary_tokens=self._count(summary),
+            covered_tokens=sum(history.checked.tokens[target.start : target.end + 1]),
+            created_at=time.time(),
+            summarizer=self._summarizer_id,
+            prompt=self._prompts.digest,
+            strategy=self._strategy.name,
         )
-        if existing is not None and existing.fingerprint == target.fingerprint:
-            # Another worker (or an earlier request whose index write was lost) made it already.
-            await self._repair_index(keys, existing, view)
-            return await self._hit(work, existing)
-
-        lock_key = keys.lock(target.start, target.end)
-        locked = False
-        if self._lock_wait > 0 and isinstance(self._store, SupportsSetIfAbsent):
-            locked = await self._set_if_absent(lock_key, uuid.uuid4().hex, ttl=self._lock_ttl)
-            if not locked:
-                waited = await self._wait_for(keys, target)
-                if waited is not None:
-                    await self._repair_index(keys, waited, view)
-                    return await self._hit(work, waited)
-        try:
-            summary = await self._produce(work, state, target.start, target.end)
-            entry = SummaryEntry(
-                thread=keys.encoded,
-                start=target.start,
-                end=target.end,
-                fingerprint=target.fingerprint,
-                summary=summary,
-                summary_tokens=self._count(summary),
-                covered_tokens=sum(work.checked.tokens[target.start : target.end + 1]),
-                created_at=time.time(),
-                summarizer=self._summarizer_id,
-                prompt=self._prompts.digest,
-                strategy=self._strategy,
-            )
-            cached = await self._commit(keys, entry, previous_raw, view)
-        finally:
-            if locked:
-                await self._release(lock_key)
-        outcome: Outcome = "extended" if state is not None else "summarized"
-        if state is not None:
+        cached = await self._commit(cache, history, plan, entry, previous_raw)
+        if base is not None:
             self._stats.extensions += 1
         else:
             self._stats.misses += 1
+        outcome: Outcome = "extended" if base is not None else "summarized"
         return await self._made(work, summary, target.start, target.end, outcome, cached=cached)
 
-    async def _wait_for(self, keys: ThreadKeys, target: RangeRef) -> SummaryEntry | None:
-        """Poll for a range another worker is summarizing, up to ``lock_wait`` seconds."""
+    async def _settle(
+        self, work: _Work, cache: ThreadCache, history: History, plan: _Plan
+    ) -> CompressionResult:
+        """Answer a request that needs no summarizer call."""
+        decision = plan.decision
+        if not isinstance(decision, Serve):
+            return self._unchanged(work)
+        entry = decision.entry
+        index = plan.view.index
+        if (index is None or entry is not index.head) and not plan.view.head_beyond:
+            await self._repair_index(cache, history, plan, entry)
+        return await self._hit(work, entry)
+
+    # ------------------------------------------------------------------ planning
+
+    async def _plan(
+        self,
+        cache: ThreadCache,
+        history: History,
+        index_raw: str | None,
+        force: bool,
+        *,
+        first: bool = False,
+    ) -> _Plan:
+        """Run the planner on one read of the index, reading candidate ranges it asks for."""
+        view = read_index(cache.parse_index(index_raw), history, self._rules)
+        if first and view.invalidated:
+            self._stats.invalidations += 1
+            logger.info("thread %s: cached ranges no longer match the history", cache.keys.encoded)
+        fetched = await cache.read_ranges([(r.start, r.end) for r in view.candidates])
+        base, gone = pick_base(view, fetched, self._rules)
+        decision = decide(history, base, self._rules, force=force)
+        return _Plan(index_raw, view, base, gone, decision)
+
+    def _serves(self, entry: SummaryEntry | None, target: RangeRef) -> bool:
+        return (
+            entry is not None
+            and entry.fingerprint == target.fingerprint
+            and self._rules.usable(entry)
+        )
+
+    async def _take_turn(
+        self, cache: ThreadCache, history: History, plan: _Plan, lease: Lease, force: bool
+    ) -> _Plan:
+        """Hold the thread's lease, or wait until the work is done by the worker who holds it.
+
+        A waiter watches the lease: when it vanishes without a result (its holder failed) or
+        is abandoned, one waiter takes it over at once. After ``lock_wait`` seconds a waiter
+        goes on without the lease.
+        """
+        if await lease.acquire():
+            return plan
+        self._stats.lease_waits += 1
         deadline = time.monotonic() + self._lock_wait
-        delay = 0.05
-        while time.monotonic() < deadline:
-            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 1.0)
-            raw = await self._get(keys.summary(target.start, target.end))
-            entry = SummaryEntry.parse(raw, thread=keys.encoded, start=target.start, end=target.end)
-            if entry is not None and entry.fingerprint == target.fingerprint:
-                return entry
+        delay = 0.02
+        keys = cache.keys
+        while (remaining := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.5)
+            index_raw, lease_raw = await self._io.get_many([keys.index, keys.lease])
+            plan = await self._plan(cache, history, index_raw, force)
+            if _due(plan.decision) is None:
+                return plan
+            if lease_raw is None:
+                if await lease.acquire():
+                    return plan
+            elif await lease.take_over(lease_raw):
+                return plan
         logger.warning(
-            "thread %s: waited %.1fs for range %d-%d, summarizing it here",
+            "thread %s: waited %.1fs for another worker, summarizing here",
             keys.encoded,
             self._lock_wait,
-            target.start,
-            target.end,
         )
-        return None
+        return plan
+
+    # ------------------------------------------------------------------ writing
 
     async def _commit(
         self,
-        keys: ThreadKeys,
+        cache: ThreadCache,
+        history: History,
+        plan: _Plan,
         entry: SummaryEntry,
         previous_raw: str | None,
-        view: _View,
     ) -> bool:
         """Write the range, then the index (the commit point); undo the range if that fails.
 
         Returns whether the summary is cached (``False`` only under ``on_store_error="bypass"``).
         """
-        range_key = keys.summary(entry.start, entry.end)
         try:
-            await self._set(range_key, entry.to_json())
+            written = await cache.write_range(entry)
             try:
-                await self._write_index(keys, entry, view)
+                await self._write_index(cache, history, plan, entry)
+            except StoreTimeout:
+                # The store is not answering: undo once it is back, without holding the caller.
+                _spawn(cache.undo_range(entry, written, previous_raw))
+                raise
             except StoreError:
-                await self._undo(range_key, previous_raw)
+                await cache.undo_range(entry, written, previous_raw)
                 raise
         except StoreError as exc:
             if self._on_store_error == "raise":
@@ -743,75 +587,62 @@ class SummarizeCompressor:
             return False
         return True
 
-    async def _repair_index(self, keys: ThreadKeys, entry: SummaryEntry, view: _View) -> None:
+    async def _write_index(
+        self, cache: ThreadCache, history: History, plan: _Plan, entry: SummaryEntry
+    ) -> None:
+        """Make ``entry`` the head; on compare-and-set stores, merge with concurrent writes."""
+        expected = plan.index_raw
+        stored = plan.view.index
+        for _ in range(cache.index_attempts()):
+            update = next_index(
+                stored,
+                history,
+                entry,
+                self._rules,
+                thread=cache.keys.encoded,
+                checkpoints=self._checkpoints,
+                gone=plan.gone,
+            )
+            if await cache.write_index(expected, update.index):
+                await cache.delete_ranges(update.delete)
+                return
+            expected = await cache.read_index()
+            stored = cache.parse_index(expected)
+        logger.warning(
+            "thread %s: the index kept changing; range %d-%d is cached but not listed",
+            cache.keys.encoded,
+            entry.start,
+            entry.end,
+        )
+
+    async def _repair_index(
+        self, cache: ThreadCache, history: History, plan: _Plan, entry: SummaryEntry
+    ) -> None:
         """Point the index at ``entry`` so the next request is one read again."""
         try:
-            await self._write_index(keys, entry, view)
+            await self._write_index(cache, history, plan, entry)
         except StoreError as exc:
             # Serving the valid summary does not depend on this write.
-            logger.warning("could not update the index of thread %s: %s", keys.encoded, exc)
-
-    async def _write_index(self, keys: ThreadKeys, entry: SummaryEntry, view: _View) -> None:
-        """Add ``entry`` to the index and make it the head; delete ranges that went stale.
-
-        A head reaching past this request's history stays the head: this request is a replay
-        of an earlier point of a longer conversation. Ranges dropped from the listing (beyond
-        ``checkpoints``) stay in the store, still found by their exact range.
-        """
-        refs = [r for r in view.live if (r.start, r.end) != (entry.start, entry.end)]
-        refs.append(RangeRef(entry.start, entry.end, entry.fingerprint))
-        refs = sorted(refs, key=lambda r: r.end)[-self._checkpoints :]
-        head = entry
-        if view.index is not None and view.head_beyond and view.index.head.end > entry.end:
-            head = view.index.head
-        await self._set(keys.index, ThreadIndex(keys.encoded, tuple(refs), head).to_json())
-        stale = set(view.stale)
-        if view.index is not None and not view.head_beyond and view.index.head is not head:
-            old = view.index.head
-            if (old.start, old.end) not in {(r.start, r.end) for r in refs}:
-                stale.add((old.start, old.end))
-        for start, end in sorted(stale):
-            try:
-                await self._delete(keys.summary(start, end))
-            except StoreError as exc:
-                logger.warning("could not delete stale range %d-%d: %s", start, end, exc)
-
-    async def _undo(self, key: str, previous_raw: str | None) -> None:
-        try:
-            if previous_raw is None:
-                await self._delete(key)
-            else:
-                await self._set(key, previous_raw)
-        except StoreError as exc:
-            logger.error("could not restore %s after a failed write: %s", key, exc)
-
-    async def _release(self, lock_key: str) -> None:
-        try:
-            await self._delete(lock_key)
-        except StoreError as exc:
-            logger.warning("could not release %s (it expires by itself): %s", lock_key, exc)
+            logger.warning("could not update the index of thread %s: %s", cache.keys.encoded, exc)
 
     # ------------------------------------------------------------------ summarizing
 
-    async def _produce(self, work: _Work, state: SummaryEntry | None, start: int, end: int) -> str:
-        """Summarize messages after ``state`` up to ``end`` with the configured strategy."""
-        first = state.end + 1 if state is not None else start
-        new = work.checked.messages[first : end + 1]
-        previous = state.summary if state is not None else None
-        strategy = self._strategy
-        if strategy == "extend":
-            task: Task = "extend" if previous is not None else "summarize"
-            summary = await self._call(work, task, new, previous, first, end)
-        else:
-            part = await self._call(work, "summarize", new, None, first, end)
-            if strategy == "custom":
-                summary = await self._custom_merge(previous, part)
-            elif strategy == "replace" or previous is None:
-                summary = part
-            else:
-                summary = f"{previous}\n\n{part}"
-                if strategy == "hybrid" and self._count(summary) > self._hybrid_max_tokens:
-                    summary = await self._call(work, "condense", [], summary, start, end)
+    async def _produce(self, work: _Work, base: SummaryEntry | None, target: RangeRef) -> str:
+        """Summarize the messages after ``base`` up to ``target.end`` with the strategy."""
+        first = base.end + 1 if base is not None else target.start
+        new = work.checked.messages[first : target.end + 1]
+
+        async def summarize(task: Task, messages: Sequence[Message], previous: str | None) -> str:
+            start = target.start if task == "condense" else first
+            return await self._call(work, task, messages, previous, start, target.end)
+
+        summary = await self._strategy.combine(
+            base.summary if base is not None else None,
+            new,
+            summarize,
+            count=self._count,
+            max_tokens=self._max_summary_tokens,
+        )
         work.new_messages = len(new)
         self._stats.evicted_messages += len(new)
         await self._emit("on_evict", [dict(m) for m in new], work.reason or "forced")
@@ -849,19 +680,22 @@ class SummarizeCompressor:
         self._stats.summarizer_output_tokens += self._count(summary)
         return summary
 
-    async def _custom_merge(self, previous: str | None, part: str) -> str:
-        assert self._merge is not None
-        try:
-            merged: Any = self._merge(previous, part)
-            if inspect.isawaitable(merged):
-                merged = await merged
-        except Exception as exc:
-            raise SummarizerError(f"merge function failed: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(merged, str) or not merged.strip():
-            raise SummarizerError("merge function returned an empty or non-string summary")
-        return merged
-
     # ------------------------------------------------------------------ results
+
+    def _summary_message(self, summary: str, start: int, end: int) -> dict[str, Any]:
+        content = self._summary_template.format(
+            summary=summary, start=start, end=end, count=end - start + 1
+        )
+        return {"role": self._summary_role, "content": content}
+
+    def _summary_tokens(self, entry: SummaryEntry) -> int:
+        message = self._summary_message(entry.summary, entry.start, entry.end)
+        return count_message_tokens(message, self._count, self._overhead)
+
+    async def _hit(self, work: _Work, entry: SummaryEntry) -> CompressionResult:
+        self._stats.cache_hits += 1
+        self._stats.naive_input_tokens += self._naive_tokens(work.checked, entry.start, entry.end)
+        return await self._made(work, entry.summary, entry.start, entry.end, "hit", cached=True)
 
     def _naive_tokens(self, checked: CheckedMessages, start: int, end: int) -> int:
         prompt = self._prompts.summarize.replace("{max_tokens}", str(self._max_summary_tokens))
@@ -923,48 +757,13 @@ class SummarizeCompressor:
             # A broken hook must not lose the user's compression; it is reported, not hidden.
             logger.exception("%s hook raised", name)
 
-    # ------------------------------------------------------------------ store calls
 
-    async def _store_call(self, what: str, call: Awaitable[Any]) -> Any:
-        try:
-            return await call
-        except StoreError:
-            self._stats.store_errors += 1
-            raise
-        except Exception as exc:
-            self._stats.store_errors += 1
-            raise StoreError(f"store {what} failed: {type(exc).__name__}: {exc}") from exc
+# Clean-ups running in the background, referenced until they finish.
+_BACKGROUND: set[asyncio.Task[None]] = set()
 
-    async def _get(self, key: str) -> str | None:
-        self._stats.store_reads += 1
-        value: str | None = await self._store_call(f"get {key!r}", self._store.get(key))
-        return value
 
-    async def _get_many(self, keys: list[str]) -> list[str | None]:
-        store = self._store
-        if isinstance(store, SupportsGetMany):
-            self._stats.store_reads += 1
-            values: list[str | None] = await self._store_call(
-                f"get_many of {len(keys)} keys", store.get_many(keys)
-            )
-            if len(values) != len(keys):
-                raise StoreError(f"get_many returned {len(values)} values for {len(keys)} keys")
-            return values
-        return [await self._get(key) for key in keys]
-
-    async def _set(self, key: str, value: str) -> None:
-        self._stats.store_writes += 1
-        await self._store_call(f"set {key!r}", self._store.set(key, value, ttl=self._ttl))
-
-    async def _set_if_absent(self, key: str, value: str, *, ttl: float) -> bool:
-        store = self._store
-        assert isinstance(store, SupportsSetIfAbsent)
-        self._stats.store_writes += 1
-        won: bool = await self._store_call(
-            f"set_if_absent {key!r}", store.set_if_absent(key, value, ttl=ttl)
-        )
-        return won
-
-    async def _delete(self, key: str) -> None:
-        self._stats.store_deletes += 1
-        await self._store_call(f"delete {key!r}", self._store.delete(key))
+def _spawn(coro: Coroutine[Any, Any, None]) -> None:
+    """Run a clean-up in the background, keeping a reference until it finishes."""
+    task = asyncio.get_running_loop().create_task(coro)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)

@@ -20,6 +20,20 @@ _SUMMARY_FORMAT = "slimcache.summary"
 _INDEX_FORMAT = "slimcache.index"
 
 
+def _load(raw: object) -> object:
+    """Parse a stored value; ``None`` for anything that is not JSON slimcache could have written.
+
+    Values come from a store other programs may write too: bytes, garbage, or JSON nested
+    deeply enough to exhaust the parser's recursion are all just unusable.
+    """
+    if not isinstance(raw, str):
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -84,15 +98,11 @@ class SummaryEntry:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
     @classmethod
-    def parse(cls, raw: str | None, *, thread: str, start: int, end: int) -> SummaryEntry | None:
+    def parse(cls, raw: object, *, thread: str, start: int, end: int) -> SummaryEntry | None:
         """Parse a stored value; anything unusable is a miss, logged at WARNING."""
         if raw is None:
             return None
-        try:
-            data = json.loads(raw)
-        except (TypeError, ValueError):
-            data = None
-        entry = cls.from_dict(data, thread=thread, start=start, end=end)
+        entry = cls.from_dict(_load(raw), thread=thread, start=start, end=end)
         if entry is None:
             logger.warning(
                 "ignoring unusable cache entry for thread %s range %d-%d", thread, start, end
@@ -133,7 +143,7 @@ class ThreadIndex:
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def parse(cls, raw: str | None, *, thread: str) -> ThreadIndex | None:
+    def parse(cls, raw: object, *, thread: str) -> ThreadIndex | None:
         """Parse a stored index; anything unusable is ``None``, logged at WARNING."""
         if raw is None:
             return None
@@ -143,11 +153,8 @@ class ThreadIndex:
         return index
 
     @classmethod
-    def _from_json(cls, raw: str, thread: str) -> ThreadIndex | None:
-        try:
-            data = json.loads(raw)
-        except (TypeError, ValueError):
-            return None
+    def _from_json(cls, raw: object, thread: str) -> ThreadIndex | None:
+        data = _load(raw)
         if not isinstance(data, dict) or data.get("format") != _INDEX_FORMAT:
             return None
         if data.get("v") != ENTRY_VERSION or data.get("thread") != thread:

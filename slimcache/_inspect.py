@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache._keys import ThreadKeys, fingerprint_chain
+from slimcache._keys import ThreadKeys
 from slimcache._messages import CheckedMessages, Message, check_messages
+from slimcache._plan import History
 from slimcache._store import Store, SupportsGetMany
 
 __all__ = ["RangeInfo", "clear_thread", "range_is_valid", "thread_ranges"]
@@ -72,12 +73,7 @@ def range_is_valid(checked: CheckedMessages, ref: RangeRef) -> bool:
     a whole unit (never between a tool call and its results), and its fingerprint must match
     the covered messages.
     """
-    start, end = ref.start, ref.end
-    if start != checked.pinned or not start <= end < len(checked):
-        return False
-    if checked.unit_end[end] != end:
-        return False
-    return fingerprint_chain(checked.canonical, start)[end - start] == ref.fingerprint
+    return History(checked).matches(ref.start, ref.end, ref.fingerprint)
 
 
 async def _read_many(store: Store, keys: list[str]) -> list[str | None]:
@@ -113,7 +109,7 @@ async def thread_ranges(
         StoreError: The store failed.
     """
     keys = ThreadKeys(thread_id, namespace)
-    checked = check_messages(messages) if messages is not None else None
+    history = History(check_messages(messages)) if messages is not None else None
     index = ThreadIndex.parse(await store.get(keys.index), thread=keys.encoded)
     if index is None:
         return []
@@ -139,7 +135,9 @@ async def thread_ranges(
                 created_at=known.created_at if known else None,
                 summarizer=known.summarizer if known else None,
                 strategy=known.strategy if known else None,
-                valid=None if checked is None else range_is_valid(checked, ref),
+                valid=None
+                if history is None
+                else history.matches(ref.start, ref.end, ref.fingerprint),
             )
         )
     return sorted(infos, key=lambda info: (info.end, info.start))

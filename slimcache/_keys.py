@@ -1,8 +1,16 @@
 """Store keys and message fingerprints.
 
-Keys look like ``<namespace>thread_<id>:summary:<start>-<end>``, start and end being inclusive,
-0-based indices into the conversation's messages. The thread id is encoded so that no id can
-collide with, or reach into, another thread's keys.
+The key grammar::
+
+    key        = [namespace ":"] "thread_" encoded-id ":" suffix
+    suffix     = "index" | "summary:" start "-" end | "lease"
+    encoded-id = 1*( ALPHA / DIGIT / "_" / "." / "-" / "%" HEXDIG HEXDIG ) | "~" 64HEXDIG
+
+Start and end are inclusive, 0-based indices into the conversation's messages. The encoded id
+never holds ``:``, so a key splits back into exactly one (namespace, thread id, suffix): the
+namespace is everything before the last ``:`` that precedes ``thread_``, and a namespace given
+without its trailing ``:`` gets one (``"myapp"`` and ``"myapp:"`` are the same namespace).
+No thread id or namespace can collide with, or reach into, another thread's keys.
 """
 
 from __future__ import annotations
@@ -13,15 +21,22 @@ from urllib.parse import quote
 from slimcache._exceptions import ConfigurationError, InvalidInput
 
 __all__ = [
+    "MAX_INT_ID_DIGITS",
     "MAX_PLAIN_ID_LENGTH",
     "ThreadKeys",
     "encode_thread_id",
     "fingerprint_chain",
+    "normalize_namespace",
 ]
 
 # Encoded ids longer than this are replaced by a digest, keeping keys short enough for S3
 # (1024 bytes) and SQL primary-key indexes.
 MAX_PLAIN_ID_LENGTH = 128
+
+# Integers above this size are refused before ``str()`` is asked to convert them (Python
+# itself refuses past 4,300 digits); 1,000 digits is far beyond any real identifier.
+MAX_INT_ID_DIGITS = 1000
+MAX_INT_ID_BITS = 3321  # floor(1000 * log2(10))
 
 
 def encode_thread_id(thread_id: str | int) -> str:
@@ -39,7 +54,15 @@ def encode_thread_id(thread_id: str | int) -> str:
         raise InvalidInput(
             f"thread_id must be a string or an integer, got {type(thread_id).__name__}"
         )
-    text = str(thread_id)
+    if isinstance(thread_id, int):
+        if thread_id.bit_length() > MAX_INT_ID_BITS:
+            raise InvalidInput(
+                f"an integer thread_id must have at most {MAX_INT_ID_DIGITS} digits; "
+                "pass a longer id as a string"
+            )
+        text = str(thread_id)
+    else:
+        text = thread_id
     if not text:
         raise InvalidInput("thread_id must not be empty")
     encoded = quote(text, safe="", errors="surrogatepass").replace("~", "%7E")
@@ -49,17 +72,32 @@ def encode_thread_id(thread_id: str | int) -> str:
     return encoded
 
 
+def normalize_namespace(namespace: object) -> str:
+    """Return the key prefix of a namespace: ``""``, or the namespace ending in one ``:``.
+
+    Raises:
+        ConfigurationError: The namespace is not a string, or holds a newline or NUL.
+    """
+    if not isinstance(namespace, str):
+        raise ConfigurationError(f"namespace must be a string, got {type(namespace).__name__}")
+    if any(ch in namespace for ch in "\r\n\x00"):
+        raise ConfigurationError("namespace must not contain newlines or NUL")
+    if not namespace or namespace.endswith(":"):
+        return namespace
+    return namespace + ":"
+
+
 class ThreadKeys:
     """The keys of one thread.
 
     Args:
         thread_id: The thread id (encoded with :func:`encode_thread_id`).
-        namespace: Optional prefix put before every key, e.g. ``"myapp:"``.
+        namespace: Optional namespace put before every key, e.g. ``"myapp"``; it is separated
+            from the rest by ``:`` (added when missing).
     """
 
     def __init__(self, thread_id: str | int, namespace: str = "") -> None:
-        if not isinstance(namespace, str) or any(ch in namespace for ch in "\r\n\x00"):
-            raise ConfigurationError("namespace must be a string without newlines or NUL")
+        namespace = normalize_namespace(namespace)
         self.encoded = encode_thread_id(thread_id)
         self.prefix = f"{namespace}thread_{self.encoded}:"
 
@@ -72,9 +110,10 @@ class ThreadKeys:
         """Key of the thread's index entry (which ranges exist, and the newest summary)."""
         return f"{self.prefix}index"
 
-    def lock(self, start: int, end: int) -> str:
-        """Key of the short-lived lock taken while one worker summarizes a range."""
-        return f"{self.prefix}lock:{start}-{end}"
+    @property
+    def lease(self) -> str:
+        """Key of the short-lived lease a worker holds while it summarizes for the thread."""
+        return f"{self.prefix}lease"
 
 
 def fingerprint_chain(canonical: list[bytes], start: int) -> list[str]:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import hashlib
 import inspect
+import threading
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
@@ -22,6 +26,24 @@ __all__ = [
     "call_summarizer",
     "summarizer_name",
 ]
+
+# Sync summarizers run on their own bounded pool, apart from asyncio's default executor (which
+# store drivers use): a summarizer that hangs past its timeout ties up one of these threads,
+# never the store's I/O.
+SUMMARIZER_THREADS = 8
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _summarizer_executor() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                max_workers=SUMMARIZER_THREADS, thread_name_prefix="slimcache-summarizer"
+            )
+        return _executor
+
 
 Task = Literal["summarize", "extend", "condense"]
 
@@ -115,7 +137,8 @@ class SummaryContext:
 Summarizer = Callable[
     [Sequence[Message], SummaryContext], Union[Awaitable[str], str]  # noqa: UP007
 ]
-"""Your summarizer: ``(messages, context) -> str``, async or sync (sync runs in a thread)."""
+"""Your summarizer: ``(messages, context) -> str``, async or sync (sync runs on a bounded pool of
+``SUMMARIZER_THREADS`` threads of its own)."""
 
 
 def summarizer_name(summarizer: object) -> str:
@@ -150,7 +173,8 @@ async def call_summarizer(
         if _is_async(summarizer):
             pending: Any = summarizer(messages, context)
         else:
-            pending = asyncio.to_thread(summarizer, messages, context)
+            call = functools.partial(contextvars.copy_context().run, summarizer, messages, context)
+            pending = asyncio.get_running_loop().run_in_executor(_summarizer_executor(), call)
         if timeout is not None:
             result = await asyncio.wait_for(_resolve(pending), timeout)
         else:

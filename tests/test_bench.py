@@ -230,7 +230,7 @@ def test_settings_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="keep"):
         BenchSettings(threshold=5, keep=5)
     with pytest.raises(ConfigurationError, match="strategy"):
-        BenchSettings(strategy="custom")
+        BenchSettings(strategy="custom")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="price_per_mtok"):
         BenchSettings(price_per_mtok=-1)
     with pytest.raises(ConfigurationError, match="threshold"):

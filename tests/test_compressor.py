@@ -15,6 +15,8 @@ from slimcache import (
     ConfigurationError,
     ContextWindow,
     Conversation,
+    Custom,
+    Hybrid,
     InvalidInput,
     KeepMessages,
     KeepTokens,
@@ -500,7 +502,7 @@ async def test_extend_passes_previous_summary_and_only_new_messages() -> None:
 
 async def test_hybrid_condenses_past_its_budget() -> None:
     summarizer = RecordingSummarizer()
-    summary = await replay(make(summarizer, strategy="hybrid", hybrid_max_tokens=8), chat(45))
+    summary = await replay(make(summarizer, strategy=Hybrid(8)), chat(45))
     condense = [c for c in summarizer.calls if c.context.task == "condense"]
     assert condense
     assert condense[0].messages == []
@@ -521,7 +523,7 @@ async def test_custom_merge_sync_and_async() -> None:
         seen.append((previous, part))
         return f"<{previous}|{part}>"
 
-    summary = await replay(make(RecordingSummarizer(), strategy="custom", merge=merge), chat(34))
+    summary = await replay(make(RecordingSummarizer(), strategy=Custom(merge)), chat(34))
     assert seen[0] == (None, "summarize[1-11]")
     assert summary == "<<None|summarize[1-11]>|summarize[12-23]>"
 
@@ -530,7 +532,7 @@ async def test_custom_merge_sync_and_async() -> None:
 
     store = MemoryStore()
     with pytest.raises(SummarizerError, match="merge function failed"):
-        await make(RecordingSummarizer(), store, strategy="custom", merge=failing).compress(
+        await make(RecordingSummarizer(), store, strategy=Custom(failing)).compress(
             chat(30), thread_id="t"
         )
     assert store.snapshot() == {}
@@ -641,7 +643,7 @@ async def test_concurrent_requests_summarize_once_with_set_if_absent() -> None:
     )
     assert len(summarizer.calls) == 1
     assert {r.summary for r in results} == {"summarize[1-20]"}
-    assert not [k for k in store.snapshot() if ":lock:" in k]
+    assert not [k for k in store.snapshot() if k.endswith(":lease")]
 
 
 async def test_concurrent_requests_on_a_plain_store_stay_correct() -> None:

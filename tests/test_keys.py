@@ -45,10 +45,44 @@ def test_examples() -> None:
     assert ThreadKeys("123").summary(5, 15) == "thread_123:summary:5-15"
     assert ThreadKeys("a:summary:1-2").summary(0, 1) == "thread_a%3Asummary%3A1-2:summary:0-1"
     assert encode_thread_id("x" * 10_000).startswith("~")
-    assert ThreadKeys(7, namespace="ns/").index == "ns/thread_7:index"
+    assert ThreadKeys(7, namespace="ns/").index == "ns/:thread_7:index"
+    assert ThreadKeys(7, namespace="app").lease == "app:thread_7:lease"
+    assert ThreadKeys(7, namespace="app:").index == ThreadKeys(7, namespace="app").index
     for bad in ("", None, True, 1.5):
         with pytest.raises(InvalidInput, match="thread_id"):
             encode_thread_id(bad)  # type: ignore[arg-type]
+
+
+def test_namespace_and_thread_id_never_run_together() -> None:
+    # Without a delimiter, "" + "athread_b" and "thread_a" + "b" gave the same keys.
+    assert ThreadKeys("athread_b", namespace="").index != ThreadKeys("b", "thread_a").index
+    assert ThreadKeys("b", namespace="thread_a").index == "thread_a:thread_b:index"
+
+
+NAMESPACES = st.text(alphabet=":/_thread-ab", max_size=12)
+
+
+def _normalized(namespace: str) -> str:
+    return namespace + ":" if namespace and not namespace.endswith(":") else namespace
+
+
+@given(NASTY, NAMESPACES, NASTY, NAMESPACES)
+def test_distinct_namespace_and_id_pairs_never_share_keys(
+    a: str | int, ns_a: str, b: str | int, ns_b: str
+) -> None:
+    assume(str(a) != str(b) or _normalized(ns_a) != _normalized(ns_b))
+    keys_a, keys_b = ThreadKeys(a, ns_a), ThreadKeys(b, ns_b)
+    of_a = {keys_a.index, keys_a.lease, keys_a.summary(1, 5), keys_a.summary(0, 12)}
+    of_b = {keys_b.index, keys_b.lease, keys_b.summary(1, 5), keys_b.summary(0, 12)}
+    assert not of_a & of_b
+
+
+def test_huge_integer_thread_ids_are_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match="at most 1000 digits"):
+        encode_thread_id(10**5000)
+    with pytest.raises(InvalidInput, match="at most 1000 digits"):
+        encode_thread_id(-(10**1200))
+    assert encode_thread_id(10**999) == str(10**999)[:0] + encode_thread_id(str(10**999))
 
 
 def chain_of(texts: list[str], start: int) -> list[str]:

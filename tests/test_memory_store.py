@@ -16,6 +16,7 @@ from slimcache import (
     ConfigurationError,
     MemoryStore,
     Store,
+    StoreError,
     SupportsClose,
     SupportsGetMany,
     SupportsSetIfAbsent,
@@ -300,4 +301,33 @@ async def test_aclose_drops_everything() -> None:
     await store.set("b", "2", ttl=60)
     await store.aclose()
     assert store.snapshot() == {}
-    assert await store.get("a") is None
+    # A closed store refuses every call instead of silently working on (or losing) data.
+    for call in (store.get("a"), store.set("a", "1"), store.delete("a"), store.get_many(["a"])):
+        with pytest.raises(StoreError, match="closed"):
+            await call
+    await store.aclose()  # idempotent
+
+
+async def test_async_with_open_store_memory() -> None:
+    opened = open_store("memory://")
+    assert isinstance(opened, MemoryStore)
+    async with opened as store:
+        await store.set("k", "v")
+        assert await store.get("k") == "v"
+    with pytest.raises(StoreError, match="closed"):
+        await store.get("k")
+
+
+async def test_compare_and_set_and_delete(clock: FakeClock) -> None:
+    store = MemoryStore(clock=clock)
+    assert await store.compare_and_set("k", None, "a", ttl=5) is True
+    assert await store.compare_and_set("k", None, "b") is False
+    assert await store.compare_and_set("k", "x", "b") is False
+    assert await store.compare_and_set("k", "a", "b") is True
+    assert await store.get("k") == "b"
+    assert await store.compare_and_delete("k", "a") is False
+    assert await store.compare_and_delete("k", "b") is True
+    assert await store.get("k") is None
+    await store.set("t", "old", ttl=1)
+    clock.advance(1)
+    assert await store.compare_and_set("t", None, "new") is True

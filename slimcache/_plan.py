@@ -1,0 +1,333 @@
+"""The cache decision for one request, as pure functions: no store, no summarizer, no clock.
+
+Given a thread's parsed index and the request's checked history, the planner says what to do:
+
+- :class:`Unchanged`: nothing is summarized and nothing is cached to serve;
+- :class:`Serve`: a cached summary still matches and nothing new is due;
+- :class:`Extend`: a cached summary matches, and the messages after it up to ``target`` are due;
+- :class:`Summarize`: nothing usable is cached, and messages up to ``target`` are due.
+
+The compressor does the I/O around it: it reads the index, asks :func:`read_index` which ranges
+are worth reading, reads them, lets :func:`pick_base` and :func:`decide` choose, and writes the
+index :func:`next_index` computes. ``slimcache inspect`` uses the same validity rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Union
+
+from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache._keys import fingerprint_chain
+from slimcache._messages import CheckedMessages
+from slimcache._policy import Keep, Trigger, WindowState
+
+__all__ = [
+    "Decision",
+    "Extend",
+    "History",
+    "Identity",
+    "IndexUpdate",
+    "IndexView",
+    "Rules",
+    "Serve",
+    "Summarize",
+    "Unchanged",
+    "decide",
+    "eviction_boundary",
+    "next_index",
+    "pick_base",
+    "read_index",
+]
+
+
+class History:
+    """A request's checked messages and the fingerprint of every prefix after the pinned ones."""
+
+    def __init__(self, checked: CheckedMessages) -> None:
+        self.checked = checked
+        self.pinned = checked.pinned
+        self.total = len(checked)
+
+    @cached_property
+    def chain(self) -> list[str]:
+        """``chain[i - pinned]`` fingerprints messages ``pinned..i``."""
+        return fingerprint_chain(self.checked.canonical, self.pinned)
+
+    def fingerprint(self, end: int) -> str:
+        """Fingerprint of messages ``pinned..end``."""
+        return self.chain[end - self.pinned]
+
+    def matches(self, start: int, end: int, fingerprint: str) -> bool:
+        """Whether a range is a valid summary range of this history.
+
+        It must start right after the pinned messages, end inside the history on a whole unit
+        (never between a tool call and its results), and its fingerprint must match.
+        """
+        return (
+            start == self.pinned
+            and self.pinned <= end < self.total
+            and self.checked.unit_end[end] == end
+            and self.fingerprint(end) == fingerprint
+        )
+
+    def contradicts(self, start: int, end: int, fingerprint: str) -> bool:
+        """Whether a range lies inside this history but does not match it (edited messages).
+
+        A range reaching past the history is not contradicted: it may belong to a longer
+        version of the same conversation (a replay of an earlier point).
+        """
+        return end < self.total and not self.matches(start, end, fingerprint)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What made an entry: the summarizer, the prompts' digest and the strategy's name."""
+
+    summarizer: str
+    prompt: str
+    strategy: str
+
+    def made(self, entry: SummaryEntry) -> bool:
+        """Whether ``entry`` was made by this configuration."""
+        return (entry.summarizer, entry.prompt, entry.strategy) == (
+            self.summarizer,
+            self.prompt,
+            self.strategy,
+        )
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The compressor's settings the decision depends on.
+
+    Attributes:
+        trigger: When compressing is due.
+        keep: What stays verbatim.
+        summary_tokens: Tokens of the summary message built from an entry.
+        identity: Entries made by another configuration are not used; ``None`` uses any.
+    """
+
+    trigger: Trigger
+    keep: Keep
+    summary_tokens: Callable[[SummaryEntry], int]
+    identity: Identity | None = None
+
+    def usable(self, entry: SummaryEntry) -> bool:
+        """Whether an entry's maker is acceptable."""
+        return self.identity is None or self.identity.made(entry)
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """Nothing to summarize and nothing cached to serve."""
+
+
+@dataclass(frozen=True)
+class Serve:
+    """Serve ``entry`` as it is."""
+
+    entry: SummaryEntry
+
+
+@dataclass(frozen=True)
+class Extend:
+    """Fold the messages after ``base`` up to ``target.end`` into it."""
+
+    base: SummaryEntry
+    target: RangeRef
+    reason: str
+
+
+@dataclass(frozen=True)
+class Summarize:
+    """Summarize messages ``target.start..target.end`` from scratch."""
+
+    target: RangeRef
+    reason: str
+
+
+Decision = Union[Unchanged, Serve, Extend, Summarize]  # noqa: UP007
+
+
+@dataclass(frozen=True)
+class IndexView:
+    """A thread's index checked against one request's history.
+
+    Attributes:
+        index: The index, or ``None`` when there is none (or it was unusable).
+        reach: The last message compressing down to the keep policy could end at (-1: none).
+        stale: Listed ranges the history contradicts.
+        head_stale: The head is contradicted, or was made by another configuration.
+        head_usable: The head may be served or extended.
+        head_beyond: The head reaches past ``reach`` (a replay of an earlier point): it is
+            kept as the head, neither served nor dropped.
+        candidates: Listed ranges that match and are longer than the usable head, longest
+            first: worth reading, as the head alone would redo their work.
+    """
+
+    index: ThreadIndex | None
+    reach: int
+    stale: frozenset[tuple[int, int]]
+    head_stale: bool
+    head_usable: bool
+    head_beyond: bool
+    candidates: tuple[RangeRef, ...]
+
+    @property
+    def invalidated(self) -> bool:
+        """Whether any cached range no longer matches the history."""
+        return bool(self.stale) or self.head_stale
+
+
+def eviction_boundary(checked: CheckedMessages, window_start: int, keep: Keep) -> int | None:
+    """Evict whole units from the window's front until ``keep`` is satisfied.
+
+    Returns the last evicted index, or ``None`` when nothing can be evicted. The last unit
+    always stays verbatim, and an assistant message with tool calls is never separated from
+    its tool results.
+    """
+    total = len(checked)
+    remaining = total - window_start
+    remaining_tokens = sum(checked.tokens[window_start:])
+    boundary: int | None = None
+    position = window_start
+    while position < total and not keep.satisfied(remaining, remaining_tokens):
+        end = checked.unit_end[position]
+        if end >= total - 1:
+            break
+        remaining -= end - position + 1
+        remaining_tokens -= sum(checked.tokens[position : end + 1])
+        boundary, position = end, end + 1
+    return boundary
+
+
+def read_index(index: ThreadIndex | None, history: History, rules: Rules) -> IndexView:
+    """Check an index against a history: what is stale, usable, or worth reading."""
+    limit = eviction_boundary(history.checked, history.pinned, rules.keep)
+    reach = -1 if limit is None else limit
+    if index is None:
+        return IndexView(None, reach, frozenset(), False, False, False, ())
+    head = index.head
+    head_stale = history.contradicts(head.start, head.end, head.fingerprint) or not rules.usable(
+        head
+    )
+    head_usable = (
+        not head_stale
+        and head.end <= reach
+        and history.matches(head.start, head.end, head.fingerprint)
+    )
+    head_beyond = not head_stale and head.end > reach
+    stale = frozenset(
+        (r.start, r.end) for r in index.ranges if history.contradicts(r.start, r.end, r.fingerprint)
+    )
+    candidates = sorted(
+        (
+            r
+            for r in index.ranges
+            if (r.start, r.end) not in stale
+            and r.end <= reach
+            and history.matches(r.start, r.end, r.fingerprint)
+            and (not head_usable or r.end > head.end)
+        ),
+        key=lambda r: r.end,
+        reverse=True,
+    )
+    return IndexView(index, reach, stale, head_stale, head_usable, head_beyond, tuple(candidates))
+
+
+def pick_base(
+    view: IndexView, fetched: Sequence[SummaryEntry | None], rules: Rules
+) -> tuple[SummaryEntry | None, frozenset[RangeRef]]:
+    """Choose the summary to build on: the longest candidate read intact, else the head.
+
+    Args:
+        view: From :func:`read_index`.
+        fetched: The entries read for ``view.candidates``, in the same order (``None`` for a
+            missing or unusable value).
+        rules: The compressor's settings.
+
+    Returns:
+        The base (or ``None``), and the candidates that turned out to be gone or unusable.
+    """
+    gone: set[RangeRef] = set()
+    for ref, entry in zip(view.candidates, fetched, strict=True):
+        if entry is not None and entry.fingerprint == ref.fingerprint and rules.usable(entry):
+            return entry, frozenset(gone)
+        gone.add(ref)
+    if view.head_usable and view.index is not None:
+        return view.index.head, frozenset(gone)
+    return None, frozenset(gone)
+
+
+def decide(history: History, base: SummaryEntry | None, rules: Rules, *, force: bool) -> Decision:
+    """Decide what one request does, given the summary it may build on."""
+    checked = history.checked
+    window_start = base.end + 1 if base is not None else history.pinned
+    state = WindowState(
+        messages=history.total - window_start,
+        tokens=sum(checked.tokens[window_start:]),
+        pinned_tokens=sum(checked.tokens[: history.pinned]),
+        summary_tokens=rules.summary_tokens(base) if base is not None else 0,
+    )
+    reason = "forced" if force else rules.trigger.reason(state)
+    boundary = None if reason is None else eviction_boundary(checked, window_start, rules.keep)
+    if reason is None or boundary is None:
+        return Serve(base) if base is not None else Unchanged()
+    target = RangeRef(history.pinned, boundary, history.fingerprint(boundary))
+    if base is not None:
+        return Extend(base, target, reason)
+    return Summarize(target, reason)
+
+
+@dataclass(frozen=True)
+class IndexUpdate:
+    """The index to write, and the ranges to delete once it is written."""
+
+    index: ThreadIndex
+    delete: tuple[tuple[int, int], ...]
+
+
+def next_index(
+    stored: ThreadIndex | None,
+    history: History,
+    entry: SummaryEntry,
+    rules: Rules,
+    *,
+    thread: str,
+    checkpoints: int,
+    gone: frozenset[RangeRef] = frozenset(),
+) -> IndexUpdate:
+    """Add ``entry`` to the stored index and make it the head, unless a longer head stays.
+
+    The index never moves back to a shorter head that still matches (or reaches past) this
+    history: a worker that read the index before another wrote a longer head keeps that
+    head, so concurrent requests of one conversation never undo each other's progress. A head
+    the history contradicts (edited messages) is replaced. Ranges the history contradicts are
+    dropped and deleted; the listing keeps the ``checkpoints`` latest ranges.
+    """
+    view = read_index(stored, history, rules)
+    refs: list[RangeRef] = []
+    if stored is not None:
+        refs = [
+            r
+            for r in stored.ranges
+            if (r.start, r.end) not in view.stale
+            and r not in gone
+            and (r.start, r.end) != (entry.start, entry.end)
+        ]
+    refs.append(RangeRef(entry.start, entry.end, entry.fingerprint))
+    refs = sorted(refs, key=lambda r: r.end)[-checkpoints:]
+    head = entry
+    if stored is not None and not view.head_stale and stored.head.end > entry.end:
+        head = stored.head
+    delete = set(view.stale)
+    if stored is not None and head is not stored.head:
+        old = stored.head
+        listed = {(r.start, r.end) for r in refs}
+        if (old.start, old.end) not in listed and (old.start, old.end) != (entry.start, entry.end):
+            delete.add((old.start, old.end))
+    delete.discard((entry.start, entry.end))
+    return IndexUpdate(ThreadIndex(thread, tuple(refs), head), tuple(sorted(delete)))

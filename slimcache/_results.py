@@ -1,0 +1,122 @@
+"""What a compression did: the outcome, the result, the hook event and the counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["CompressEvent", "CompressionResult", "Outcome", "Stats"]
+
+Outcome = Literal["unchanged", "hit", "extended", "summarized", "uncached", "passthrough"]
+"""What one call did: ``unchanged`` (nothing to summarize), ``hit`` (a cached summary served,
+no summarizer call), ``extended`` (a cached summary extended with the new messages only),
+``summarized`` (summarized from scratch and cached), ``uncached`` (summarized without the cache:
+no thread id, or the store failed under ``on_store_error="bypass"``), ``passthrough`` (the
+summarizer failed under ``on_summarizer_error="uncompressed"``; messages returned as given)."""
+
+
+@dataclass
+class Stats:
+    """Counters of one compressor since creation (or the last ``reset_stats``).
+
+    Attributes:
+        requests: ``compress`` calls.
+        summarizer_calls: Calls made to the summarizer.
+        summarizer_input_tokens: Tokens sent to the summarizer (prompt, previous summary, messages).
+        summarizer_output_tokens: Tokens of the summaries it returned.
+        naive_input_tokens: Tokens a compressor that re-summarizes everything outside the window
+            on every request would have sent for the same requests.
+        cache_hits: Requests served from a cached summary with no summarizer call.
+        extensions: Cached summaries extended with only the new messages.
+        misses: Summaries made from scratch for a thread (nothing valid was cached).
+        invalidations: Requests whose newest cached summary no longer matched the history.
+        uncached: Summaries made without the cache (no thread id, or store bypassed).
+        evicted_messages: Messages moved from the verbatim window into a summary.
+        store_reads: Store read round trips (``get`` and ``get_many``).
+        store_writes: Store write round trips (``set`` and ``set_if_absent``).
+        store_deletes: Store delete round trips.
+        store_errors: Store calls that failed.
+        summarizer_errors: Summarizer calls that failed.
+        lease_waits: Requests that waited for another worker summarizing the same thread.
+    """
+
+    requests: int = 0
+    summarizer_calls: int = 0
+    summarizer_input_tokens: int = 0
+    summarizer_output_tokens: int = 0
+    naive_input_tokens: int = 0
+    cache_hits: int = 0
+    extensions: int = 0
+    misses: int = 0
+    invalidations: int = 0
+    uncached: int = 0
+    evicted_messages: int = 0
+    store_reads: int = 0
+    store_writes: int = 0
+    store_deletes: int = 0
+    store_errors: int = 0
+    summarizer_errors: int = 0
+    lease_waits: int = 0
+
+    @property
+    def store_round_trips(self) -> int:
+        """All store calls made."""
+        return self.store_reads + self.store_writes + self.store_deletes
+
+    @property
+    def tokens_saved(self) -> int:
+        """Summarizer input tokens saved against re-summarizing on every request."""
+        return self.naive_input_tokens - self.summarizer_input_tokens
+
+
+@dataclass(frozen=True)
+class CompressEvent:
+    """Passed to the ``on_compress`` and ``on_cache_hit`` hooks.
+
+    Attributes:
+        thread_id: The thread, or ``None``.
+        outcome: What happened (see :data:`Outcome`).
+        start: First message index the summary covers.
+        end: Last message index the summary covers.
+        new_messages: Messages summarized by this call (0 for a cache hit).
+        summarizer_calls: Summarizer calls made by this call.
+        input_tokens: Tokens sent to the summarizer by this call.
+        summary_tokens: Tokens of the resulting summary.
+        elapsed: Seconds the call took.
+        reason: Why compression was due (``"messages>20"``, ``"forced"``), or ``None``.
+    """
+
+    thread_id: str | None
+    outcome: Outcome
+    start: int
+    end: int
+    new_messages: int
+    summarizer_calls: int
+    input_tokens: int
+    summary_tokens: int
+    elapsed: float
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class CompressionResult:
+    """The full answer of :meth:`SummarizeCompressor.compress_detailed`.
+
+    Attributes:
+        messages: The messages to send: pinned system messages, the summary message, then the
+            verbatim messages.
+        outcome: What happened (see :data:`Outcome`).
+        summary: The summary text, or ``None`` when nothing is summarized.
+        summary_range: ``(start, end)`` message indices the summary covers, or ``None``.
+        summarizer_calls: Summarizer calls made by this call.
+        cached: Whether the summary is in the store.
+        thread_id: The thread, or ``None``.
+    """
+
+    messages: list[dict[str, Any]]
+    outcome: Outcome
+    summary: str | None = None
+    summary_range: tuple[int, int] | None = None
+    summarizer_calls: int = 0
+    cached: bool = False
+    thread_id: str | None = None
