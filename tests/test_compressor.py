@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import Counter
 from typing import Any
 
@@ -740,3 +741,68 @@ async def test_invalid_messages_are_rejected_before_any_store_call() -> None:
     with pytest.raises(InvalidInput, match="thread_id must not be empty"):
         await compressor.compress(chat(4), thread_id="")
     assert (store.gets, store.sets) == (0, 0)
+
+
+# ---------------------------------------------------------------- entries of other settings
+
+
+async def test_entries_of_other_prompts_or_strategy_are_not_served_by_default() -> None:
+    store = MemoryStore()
+    history = chat(30)
+    await make(RecordingSummarizer(), store).compress(history, thread_id="t")
+    other_prompts = Prompts(summarize="Summarize tersely in {max_tokens} tokens.")
+    for options in ({"prompts": other_prompts}, {"strategy": "concat"}, {"summarizer_id": "v2"}):
+        summarizer = RecordingSummarizer()
+        result = await make(summarizer, store, **options).compress_detailed(history, thread_id="t")
+        assert result.outcome == "summarized", options
+        assert len(summarizer.calls) == 1
+    # Accepting any entry serves what is cached, whoever made it.
+    summarizer = RecordingSummarizer()
+    result = await make(summarizer, store, reuse_entries="any").compress_detailed(
+        history, thread_id="t"
+    )
+    assert result.outcome == "hit"
+    assert summarizer.calls == []
+
+
+async def test_strategy_objects_and_shortcuts_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="strategy must"):
+        make(RecordingSummarizer(), strategy=object())
+    with pytest.raises(ConfigurationError, match=r"Hybrid\.max_tokens"):
+        Hybrid(0)
+    with pytest.raises(ConfigurationError, match="merge function"):
+        Custom("not callable")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="reuse_entries"):
+        make(RecordingSummarizer(), reuse_entries="some")
+    with pytest.raises(ConfigurationError, match="store_timeout"):
+        make(RecordingSummarizer(), store_timeout=0)
+    with pytest.raises(ConfigurationError, match="lease_ttl"):
+        make(RecordingSummarizer(), lease_ttl=float("inf"))
+
+
+async def test_deeply_nested_stored_values_are_misses() -> None:
+    store = MemoryStore()
+    await store.set("thread_t:index", "[" * 100_000)
+    await store.set("thread_t:summary:1-20", "{" * 100_000)
+    summarizer = RecordingSummarizer()
+    result = await make(summarizer, store).compress_detailed(chat(30), thread_id="t")
+    assert result.outcome == "summarized"
+    assert result.summary == "summarize[1-20]"
+
+
+async def test_hung_sync_summarizers_do_not_starve_the_default_executor() -> None:
+    release = threading.Event()
+
+    def hung(messages: Any, context: SummaryContext) -> str:
+        release.wait(30)
+        return "late"
+
+    try:
+        compressor = make(hung, summarizer_timeout=0.05, on_summarizer_error="uncompressed")
+        for i in range(12):  # more than asyncio's default executor has threads here
+            result = await compressor.compress_detailed(chat(30), thread_id=f"t{i}")
+            assert result.outcome == "passthrough"
+        # Store drivers run on asyncio's default executor: it must still answer at once.
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 2) == 42
+    finally:
+        release.set()

@@ -1,0 +1,180 @@
+"""The planner on its own: decisions from an index and a history, without store or summarizer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from slimcache import KeepMessages, MessageThreshold, RangeRef, SummaryEntry, ThreadIndex
+from slimcache._messages import check_messages
+from slimcache._plan import (
+    Extend,
+    History,
+    Identity,
+    Rules,
+    Serve,
+    Summarize,
+    Unchanged,
+    decide,
+    eviction_boundary,
+    next_index,
+    pick_base,
+    read_index,
+)
+from tests.fakes import chat
+
+IDENTITY = Identity("s", "p", "extend")
+RULES = Rules(
+    MessageThreshold(20), KeepMessages(10), summary_tokens=lambda e: 10, identity=IDENTITY
+)
+
+
+def history_of(messages: list[dict[str, Any]]) -> History:
+    return History(check_messages(messages))
+
+
+def entry(history: History, end: int, *, strategy: str = "extend", text: str = "s") -> SummaryEntry:
+    return SummaryEntry(
+        thread="t",
+        start=history.pinned,
+        end=end,
+        fingerprint=history.fingerprint(end),
+        summary=f"{text}[{history.pinned}-{end}]",
+        summary_tokens=1,
+        covered_tokens=1,
+        created_at=0.0,
+        summarizer="s",
+        prompt="p",
+        strategy=strategy,
+    )
+
+
+def ref(e: SummaryEntry) -> RangeRef:
+    return RangeRef(e.start, e.end, e.fingerprint)
+
+
+def test_short_history_is_unchanged_and_long_one_is_summarized() -> None:
+    short = history_of(chat(20))
+    assert decide(short, None, RULES, force=False) == Unchanged()
+    long = history_of(chat(30))
+    decision = decide(long, None, RULES, force=False)
+    assert isinstance(decision, Summarize)
+    assert (decision.target.start, decision.target.end) == (1, 20)
+    assert decision.target.fingerprint == long.fingerprint(20)
+    assert decision.reason == "messages>20"
+    forced = decide(short, None, RULES, force=True)
+    assert isinstance(forced, Summarize)
+    assert forced.reason == "forced"
+
+
+def test_a_matching_head_is_served_then_extended() -> None:
+    history = history_of(chat(30))
+    head = entry(history, 20)
+    index = ThreadIndex("t", (ref(head),), head)
+    view = read_index(index, history, RULES)
+    assert view.head_usable
+    assert not view.invalidated
+    base, gone = pick_base(view, [], RULES)
+    assert base is head
+    assert gone == frozenset()
+    assert decide(history, base, RULES, force=False) == Serve(head)
+
+    longer = history_of(chat(52))
+    view = read_index(index, longer, RULES)
+    base, _ = pick_base(view, [], RULES)
+    decision = decide(longer, base, RULES, force=False)
+    assert isinstance(decision, Extend)
+    assert decision.base is head
+    assert (decision.target.start, decision.target.end) == (1, 42)
+
+
+def test_an_edit_makes_the_head_stale_and_falls_back_to_a_checkpoint() -> None:
+    original = history_of(chat(60))
+    early, late = entry(original, 20), entry(original, 40)
+    index = ThreadIndex("t", (ref(early), ref(late)), late)
+    edited_messages = chat(60)
+    edited_messages[30]["content"] = "edited"
+    edited = history_of(edited_messages)
+    view = read_index(index, edited, RULES)
+    assert view.head_stale
+    assert view.stale == frozenset({(1, 40)})
+    assert view.candidates == (ref(early),)
+    base, gone = pick_base(view, [early], RULES)
+    assert base is early
+    assert not gone
+    # A candidate that turned out missing is reported gone; nothing usable is left.
+    base, gone = pick_base(view, [None], RULES)
+    assert base is None
+    assert gone == frozenset({ref(early)})
+
+
+def test_a_head_made_by_other_settings_is_not_used_unless_any_is_accepted() -> None:
+    history = history_of(chat(30))
+    head = entry(history, 20, strategy="concat")
+    index = ThreadIndex("t", (ref(head),), head)
+    view = read_index(index, history, RULES)
+    assert view.head_stale
+    assert not view.head_usable
+    accept_any = Rules(MessageThreshold(20), KeepMessages(10), summary_tokens=lambda e: 10)
+    assert read_index(index, history, accept_any).head_usable
+
+
+def test_a_head_past_the_keep_boundary_is_kept_not_served() -> None:
+    full = history_of(chat(60))
+    head = entry(full, 40)
+    index = ThreadIndex("t", (ref(head),), head)
+    earlier = history_of(chat(30))  # a replay of an earlier point of the same conversation
+    view = read_index(index, earlier, RULES)
+    assert view.head_beyond
+    assert not view.head_usable
+    assert not view.invalidated
+
+
+def test_next_index_never_moves_back_to_a_shorter_head() -> None:
+    full = history_of(chat(60))
+    longer = entry(full, 40)
+    stored = ThreadIndex("t", (ref(longer),), longer)
+    shorter_history = history_of(chat(30))
+    mine = entry(shorter_history, 20)
+    update = next_index(stored, shorter_history, mine, RULES, thread="t", checkpoints=4)
+    assert update.index.head is longer
+    assert [(r.start, r.end) for r in update.index.ranges] == [(1, 20), (1, 40)]
+    assert update.delete == ()
+
+
+def test_next_index_replaces_a_contradicted_head_and_deletes_stale_ranges() -> None:
+    original = history_of(chat(60))
+    old = entry(original, 40)
+    stored = ThreadIndex("t", (ref(entry(original, 20)), ref(old)), old)
+    edited_messages = chat(60)
+    edited_messages[5]["content"] = "edited"
+    edited = history_of(edited_messages)
+    fresh = entry(edited, 50)
+    update = next_index(stored, edited, fresh, RULES, thread="t", checkpoints=4)
+    assert update.index.head is fresh
+    assert [(r.start, r.end) for r in update.index.ranges] == [(1, 50)]
+    assert update.delete == ((1, 20), (1, 40))
+
+
+def test_next_index_keeps_only_the_latest_checkpoints() -> None:
+    history = history_of(chat(80))
+    entries = [entry(history, end) for end in (10, 20, 30, 40)]
+    stored = ThreadIndex("t", tuple(ref(e) for e in entries[:3]), entries[2])
+    update = next_index(stored, history, entries[3], RULES, thread="t", checkpoints=2)
+    assert [(r.start, r.end) for r in update.index.ranges] == [(1, 30), (1, 40)]
+    assert update.index.head is entries[3]
+
+
+@pytest.mark.parametrize("keep", [1, 3, 10])
+def test_eviction_never_splits_a_tool_group(keep: int) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    for i in range(6):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "ok"})
+    checked = check_messages(messages)
+    boundary = eviction_boundary(checked, 0, KeepMessages(keep))
+    assert boundary is not None
+    assert checked.unit_end[boundary] == boundary
+    assert messages[boundary + 1]["role"] != "tool"
