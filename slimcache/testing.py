@@ -43,8 +43,9 @@ The test methods carry the ``asyncio`` mark, so they run under pytest-asyncio in
 ``strict`` and ``auto`` modes (in ``strict`` mode declare the fixture with
 ``pytest_asyncio.fixture`` as above). Cases about an optional ability
 (:class:`~slimcache.SupportsSetIfAbsent`, :class:`~slimcache.SupportsGetMany`,
-:class:`~slimcache.SupportsClose`) are skipped when the store does not have it. A subclass can
-tune the class attributes (``short_ttl``, ``expiry_wait``, ``race_tasks``, ``large_value_size``),
+:class:`~slimcache.SupportsCompareAndSet`, :class:`~slimcache.SupportsClose`) are skipped when
+the store does not have it. A subclass can tune the class attributes (``short_ttl``,
+``expiry_wait``, ``race_tasks``, ``large_value_size``),
 for instance to give a store with a coarse expiry sweep more time.
 
 Without pytest's runner, :func:`run_conformance` runs the same cases in the current event loop
@@ -66,12 +67,19 @@ from typing import Any, Literal, Protocol, cast, runtime_checkable
 import pytest
 
 from slimcache._exceptions import ConfigurationError
-from slimcache._store import Store, SupportsClose, SupportsGetMany, SupportsSetIfAbsent
+from slimcache._store import (
+    Store,
+    SupportsClose,
+    SupportsCompareAndSet,
+    SupportsGetMany,
+    SupportsSetIfAbsent,
+)
 
 __all__ = [
     "CaseResult",
     "StoreConformance",
     "StoreFactory",
+    "StoreWithCompareAndSet",
     "StoreWithGetMany",
     "StoreWithSetIfAbsent",
     "run_conformance",
@@ -98,6 +106,11 @@ class StoreWithSetIfAbsent(Store, SupportsSetIfAbsent, Protocol):
 @runtime_checkable
 class StoreWithGetMany(Store, SupportsGetMany, Protocol):
     """A store that also has the batch ``get_many`` ability."""
+
+
+@runtime_checkable
+class StoreWithCompareAndSet(Store, SupportsCompareAndSet, Protocol):
+    """A store that also has the atomic ``compare_and_set`` / ``compare_and_delete`` ability."""
 
 
 # Keys that trip up naive encodings: separators, path syntax, URL syntax, control characters
@@ -190,7 +203,8 @@ class StoreConformance:
         expiry_wait: Upper bound in seconds on how long an expiry case waits, after the TTL has
             run out, for an entry to disappear before failing.
         poll_interval: Seconds between reads while waiting for an entry to expire.
-        race_tasks: How many tasks race on one key in the ``set_if_absent`` case.
+        race_tasks: How many tasks race on one key in the ``set_if_absent`` and
+            ``compare_and_set`` cases.
         large_value_size: Length in characters of the value in the large-value case.
     """
 
@@ -230,6 +244,24 @@ class StoreConformance:
         if not isinstance(store, SupportsGetMany):
             pytest.skip(f"{type(store).__name__} has no get_many")
         return cast("StoreWithGetMany", store)
+
+    @staticmethod
+    def require_compare_and_set(store: Store) -> StoreWithCompareAndSet:
+        """Return ``store`` typed with its ``compare_and_set`` ability, or skip the case."""
+        if not isinstance(store, SupportsCompareAndSet):
+            pytest.skip(f"{type(store).__name__} has no compare_and_set")
+        return cast("StoreWithCompareAndSet", store)
+
+    async def expire_without_reading(self, store: Store, key: str) -> None:
+        """Wait until an entry ``key`` written with ``short_ttl`` just before has expired.
+
+        ``key`` itself is never read: a read may clean an expired entry up and hide a store
+        that treats an expired-but-present entry as live. A witness written afterwards with the
+        same TTL is watched instead.
+        """
+        witness = _unique(f"witness-for-{key}")
+        await store.set(witness, "goes", ttl=self.short_ttl)
+        assert await self.wait_until_expired(store, witness), "witness outlived its ttl"
 
     # -- the protocol ---------------------------------------------------------------------
 
@@ -397,6 +429,13 @@ class StoreConformance:
             with pytest.raises(ConfigurationError):
                 await store.set_if_absent(fresh, "value", ttl=bad_ttl)
             assert await store.get(fresh) is None
+        if isinstance(store, SupportsCompareAndSet):
+            with pytest.raises(ConfigurationError):
+                await store.compare_and_set(fresh, None, "value", ttl=bad_ttl)
+            with pytest.raises(ConfigurationError):
+                await store.compare_and_set(existing, "original", "replacement", ttl=bad_ttl)
+            assert await store.get(fresh) is None
+            assert await store.get(existing) == "original"
 
     # -- set_if_absent ----------------------------------------------------------------------
 
@@ -467,6 +506,150 @@ class StoreConformance:
         assert await self.wait_until_expired(store, key), "entry outlived its ttl"
         assert await store.get(forever) == "stays"
 
+    # -- compare_and_set and compare_and_delete ---------------------------------------------
+
+    async def test_compare_and_set_on_absent_key(self, store_factory: StoreFactory) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        key, other = _unique("new"), _unique("never")
+        assert await store.compare_and_set(other, "anything", "value") is False
+        assert await store.get(other) is None
+        assert await store.compare_and_set(key, None, "first") is True
+        assert await store.get(key) == "first"
+        assert await store.compare_and_set(key, None, "second") is False
+        assert await store.get(key) == "first"
+
+    async def test_compare_and_set_on_matching_value(self, store_factory: StoreFactory) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        key = _unique("index")
+        await store.set(key, "version 1")
+        assert await store.compare_and_set(key, "version 1", "version 2") is True
+        assert await store.get(key) == "version 2"
+        # The old value no longer matches; the new one does.
+        assert await store.compare_and_set(key, "version 1", "version 3") is False
+        assert await store.get(key) == "version 2"
+        assert await store.compare_and_set(key, "version 2", "version 2") is True
+        assert await store.get(key) == "version 2"
+
+    async def test_compare_and_set_on_mismatching_value(self, store_factory: StoreFactory) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        key = _unique("held")
+        await store.set(key, "current")
+        assert await store.compare_and_set(key, "stale", "lost") is False
+        assert await store.compare_and_set(key, "curren", "lost") is False
+        assert await store.compare_and_set(key, "current ", "lost") is False
+        assert await store.compare_and_set(key, "", "lost") is False
+        assert await store.compare_and_set(key, None, "lost") is False
+        assert await store.get(key) == "current"
+
+    async def test_compare_and_set_unusual_values(self, store_factory: StoreFactory) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        key = _unique("unusual")
+        previous: str | None = None
+        for value in UNUSUAL_VALUES:
+            assert await store.compare_and_set(key, previous, value) is True, f"value {value!r}"
+            assert await store.get(key) == value
+            previous = value
+        # The empty string is a value, not "absent".
+        empty = _unique("empty")
+        await store.set(empty, "")
+        assert await store.compare_and_set(empty, None, "claimed") is False
+        assert await store.compare_and_set(empty, "", "filled") is True
+        assert await store.get(empty) == "filled"
+
+    async def test_compare_and_set_over_expired_entry(self, store_factory: StoreFactory) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        stale, lapsed = _unique("stale"), _unique("lapsed")
+        await store.set(stale, "old", ttl=self.short_ttl)
+        await store.set(lapsed, "old", ttl=self.short_ttl)
+        await self.expire_without_reading(store, stale)
+        # An expired entry holds nothing: its old value no longer matches, and None does.
+        assert await store.compare_and_set(stale, "old", "revived") is False
+        assert await store.compare_and_set(lapsed, None, "fresh") is True
+        assert await store.get(lapsed) == "fresh"
+        assert await store.get(stale) is None
+
+    async def test_compare_and_set_ttl_is_honoured(self, store_factory: StoreFactory) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        claimed, replaced, rescued = _unique("claimed"), _unique("replaced"), _unique("rescued")
+        assert await store.compare_and_set(claimed, None, "goes", ttl=self.short_ttl) is True
+        await store.set(replaced, "forever")
+        assert await store.compare_and_set(replaced, "forever", "goes", ttl=self.short_ttl) is True
+        await store.set(rescued, "doomed", ttl=self.short_ttl)
+        assert await store.compare_and_set(rescued, "doomed", "stays") is True
+        assert await store.get(claimed) in ("goes", None)
+        assert await self.wait_until_expired(store, claimed), "entry outlived its ttl"
+        assert await self.wait_until_expired(store, replaced), "replacement ignored its ttl"
+        # The write without a ttl dropped the ttl of the entry it replaced, as set does.
+        assert await store.get(rescued) == "stays"
+
+    @pytest.mark.parametrize("start", ["absent", "present"])
+    async def test_compare_and_set_race_has_one_winner(
+        self, store_factory: StoreFactory, start: str
+    ) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        key = _unique("contested")
+        expected = None if start == "absent" else "shared starting point"
+        if expected is not None:
+            await store.set(key, expected)
+        gate = asyncio.Event()
+
+        async def contender(index: int) -> bool:
+            await gate.wait()
+            return await store.compare_and_set(key, expected, f"contender {index}")
+
+        tasks = [asyncio.ensure_future(contender(i)) for i in range(self.race_tasks)]
+        await asyncio.sleep(0)
+        gate.set()
+        results = await asyncio.gather(*tasks)
+        winners = [i for i, won in enumerate(results) if won]
+        assert len(winners) == 1, f"{len(winners)} winners: {winners}"
+        assert await store.get(key) == f"contender {winners[0]}"
+
+    async def test_compare_and_delete(self, store_factory: StoreFactory) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        key, kept, missing = _unique("lease"), _unique("kept"), _unique("missing")
+        await store.set(key, "mine")
+        await store.set(kept, "theirs")
+        assert await store.compare_and_delete(kept, "mine") is False
+        assert await store.get(kept) == "theirs"
+        assert await store.compare_and_delete(missing, "mine") is False
+        assert await store.get(missing) is None
+        assert await store.compare_and_delete(key, "mine") is True
+        assert await store.get(key) is None
+        assert await store.compare_and_delete(key, "mine") is False
+        # A deleted key can be claimed again.
+        assert await store.compare_and_set(key, None, "next") is True
+        assert await store.get(key) == "next"
+
+    async def test_compare_and_delete_leaves_expired_entry_alone(
+        self, store_factory: StoreFactory
+    ) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        key = _unique("lapsed-lease")
+        await store.set(key, "mine", ttl=self.short_ttl)
+        await self.expire_without_reading(store, key)
+        assert await store.compare_and_delete(key, "mine") is False
+        assert await store.get(key) is None
+
+    async def test_compare_and_delete_race_has_one_winner(
+        self, store_factory: StoreFactory
+    ) -> None:
+        store = self.require_compare_and_set(await store_factory())
+        key = _unique("released")
+        await store.set(key, "lease")
+        gate = asyncio.Event()
+
+        async def releaser() -> bool:
+            await gate.wait()
+            return await store.compare_and_delete(key, "lease")
+
+        tasks = [asyncio.ensure_future(releaser()) for _ in range(self.race_tasks)]
+        await asyncio.sleep(0)
+        gate.set()
+        results = await asyncio.gather(*tasks)
+        assert results.count(True) == 1, f"{results.count(True)} releasers deleted the entry"
+        assert await store.get(key) is None
+
     # -- get_many ---------------------------------------------------------------------------
 
     async def test_get_many_keeps_order_and_reports_missing(
@@ -522,6 +705,10 @@ class StoreConformance:
             assert await second.get_many([key]) == [None]
         if isinstance(second, SupportsSetIfAbsent):
             assert await second.set_if_absent(key, "claimed by second") is True
+            assert await first.get(key) == "from first"
+        if isinstance(second, SupportsCompareAndSet):
+            assert await second.compare_and_set(key, "from first", "not mine") is False
+            assert await second.compare_and_delete(key, "from first") is False
             assert await first.get(key) == "from first"
 
     async def test_aclose_is_clean_and_idempotent(self, store_factory: StoreFactory) -> None:

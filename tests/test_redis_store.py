@@ -289,6 +289,61 @@ async def test_bad_ttl_is_rejected_before_any_io(ttl: object) -> None:
         await store.aclose()
 
 
+# --- compare-and-set scripts ----------------------------------------------------------------
+
+
+async def test_compare_and_set_sends_the_ttl_as_px(
+    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+) -> None:
+    store = await redis_store_factory()
+    assert await store.compare_and_set("k", None, "first", ttl=0.3) is True
+    assert 0 < await raw.pttl(f"{store.prefix}k") <= 300
+    assert await store.compare_and_set("k", "first", "second") is True
+    assert await raw.pttl(f"{store.prefix}k") == -1
+    assert await store.compare_and_set("k", "second", "third", ttl=60) is True
+    assert 59_000 < await raw.pttl(f"{store.prefix}k") <= 60_000
+    assert await raw.get(f"{store.prefix}k") == b"third"
+
+
+async def test_compare_and_set_scripts_are_reloaded_after_a_flush(
+    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+) -> None:
+    store = await redis_store_factory()
+    assert await store.compare_and_set("k", None, "v") is True
+    # A restarted or flushed server has forgotten the scripts: EVALSHA fails, and the store
+    # loads them again instead of failing.
+    await raw.script_flush()
+    assert await store.compare_and_set("k", "v", "w") is True
+    await raw.script_flush()
+    assert await store.compare_and_delete("k", "w") is True
+    assert await raw.exists(f"{store.prefix}k") == 0
+
+
+async def test_compare_and_set_only_matches_strings(
+    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+) -> None:
+    store = await redis_store_factory()
+    await raw.rpush(f"{store.prefix}list", "x")
+    with pytest.raises(StoreError, match=r"compare-and-set.*'list'") as caught:
+        await store.compare_and_set("list", "x", "v")
+    assert isinstance(caught.value.__cause__, ResponseError)
+    assert await raw.type(f"{store.prefix}list") == b"list"
+
+
+async def test_compare_and_set_with_a_decoding_client(redis_server: RedisServer) -> None:
+    client = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=True)
+    store = RedisStore(client, prefix=unique("decoded-cas"))
+    try:
+        assert await store.compare_and_set("k", None, "żółw") is True
+        assert await store.compare_and_set("k", "żółw", "🐢") is True
+        assert await store.compare_and_delete("k", "żółw") is False
+        assert await store.compare_and_delete("k", "🐢") is True
+        assert await store.get("k") is None
+    finally:
+        await store.aclose()
+        await client.aclose()
+
+
 # --- SET NX and MGET ------------------------------------------------------------------------
 
 

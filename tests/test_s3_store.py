@@ -457,6 +457,71 @@ async def test_expired_object_with_the_same_value_is_taken_over_once(
         assert await store.get("lock") == "held"
 
 
+# -- compare_and_set ---------------------------------------------------------------------------
+
+
+def write_behind_the_store(store: S3Store, raw_client: S3Client, operation: str, key: str) -> None:
+    """Make the next ``operation`` request of ``store`` find ``key`` rewritten since it was read.
+
+    The rewrite stores the same value under a new write id, so only the ETag tells it apart.
+    """
+    done = threading.Event()
+
+    def rewrite(**kwargs: Any) -> None:
+        if done.is_set():
+            return
+        done.set()
+        current = raw_client.get_object(Bucket=store.bucket, Key=store.object_key(key))
+        body = current["Body"].read()
+        assert body.startswith(b"slimcache-s3/1 ")
+        raw_client.put_object(
+            Bucket=store.bucket,
+            Key=store.object_key(key),
+            Body=b"slimcache-s3/1 " + b"f" * 32 + body[47:],
+        )
+
+    store.client.meta.events.register(f"before-call.s3.{operation}", rewrite)
+
+
+async def test_compare_and_set_loses_to_a_write_after_its_read(
+    s3_store_factory: S3StoreFactory, raw_client: S3Client
+) -> None:
+    store = await s3_store_factory()
+    await store.set("k", "v1")
+    write_behind_the_store(store, raw_client, "PutObject", "k")
+    assert await store.compare_and_set("k", "v1", "v2") is False
+    assert await store.get("k") == "v1"  # the rewrite's value, not this call's
+    assert await store.compare_and_set("k", "v1", "v2") is True
+    assert await store.get("k") == "v2"
+
+
+async def test_compare_and_delete_loses_to_a_write_after_its_read(
+    s3_store_factory: S3StoreFactory, raw_client: S3Client
+) -> None:
+    store = await s3_store_factory()
+    await store.set("k", "lease")
+    write_behind_the_store(store, raw_client, "DeleteObject", "k")
+    assert await store.compare_and_delete("k", "lease") is False
+    assert await store.get("k") == "lease"
+    assert await store.compare_and_delete("k", "lease") is True
+    assert object_keys(raw_client, store.bucket) == []
+
+
+async def test_compare_and_set_of_an_expired_object(s3_server: S3Server) -> None:
+    clock = FakeClock()
+    bucket = s3_server.create_bucket()
+    async with S3Store(s3_server.client(), bucket, clock=clock) as store:
+        await store.set("k", "old", ttl=10)
+        assert await store.compare_and_set("k", None, "blocked") is False
+        clock.now += 11
+        assert await store.compare_and_set("k", "old", "revived") is False
+        assert await store.compare_and_delete("k", "old") is False
+        assert await store.compare_and_set("k", None, "new", ttl=30) is True
+        assert await store.get("k") == "new"
+        clock.now += 31
+        assert await store.get("k") is None
+
+
 # -- get_many --------------------------------------------------------------------------------------
 
 
@@ -558,6 +623,8 @@ async def test_errors_on_a_missing_bucket_are_wrapped(s3_store_factory: S3StoreF
         "set": lambda: store.set("some key", "v"),
         "set_if_absent": lambda: store.set_if_absent("some key", "v"),
         "delete": lambda: store.delete("some key"),
+        "compare_and_set": lambda: store.compare_and_set("some key", "v", "w"),
+        "compare_and_delete": lambda: store.compare_and_delete("some key", "v"),
         "get_many": lambda: store.get_many(["some key"]),
     }
     for operation, call in operations.items():

@@ -291,6 +291,56 @@ async def test_set_if_absent_race_has_exactly_one_winner(
     assert await store.get("lock") == values[results.index(True)]
 
 
+async def test_compare_and_set_is_one_conditional_statement(make_store: Factory) -> None:
+    store = await make_store()
+    await store.set("k", "v1", ttl=3600)
+    assert await store.compare_and_set("k", "v1", "v2") is True
+    async with store.engine.connect() as conn:
+        row = (await conn.execute(select(store.table.c.value, store.table.c.expires_at))).one()
+    assert tuple(row) == ("v2", None)
+    assert await store.compare_and_set("k", "v1", "v3", ttl=60) is False
+    assert await store.compare_and_set("k", "v2", "v3", ttl=60) is True
+    async with store.engine.connect() as conn:
+        expires_at = await conn.scalar(select(store.table.c.expires_at))
+    assert expires_at is not None
+    assert time.time() + 50 < expires_at <= time.time() + 60
+    assert await _row_count(store) == 1
+
+
+async def test_compare_and_set_and_delete_ignore_expired_rows(make_store: Factory) -> None:
+    store = await make_store()
+    await store.set("k", "old", ttl=0.2)
+    await _wait_until_gone(store, "k")
+    assert await _row_count(store) == 1  # still stored, expired
+    assert await store.compare_and_set("k", "old", "revived") is False
+    assert await store.compare_and_delete("k", "old") is False
+    assert await _row_count(store) == 1
+    assert await store.compare_and_set("k", None, "new") is True
+    assert await store.get("k") == "new"
+    assert await store.compare_and_delete("k", "new") is True
+    assert await _row_count(store) == 0
+
+
+async def test_compare_and_set_race_across_two_engines(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "cas.db")
+    async with SQLStore.from_url(url) as first, SQLStore.from_url(url) as second:
+        await first.set("index", "v0")
+        await second.setup()
+        contenders = [
+            (store, f"{label}{i}")
+            for i in range(20)
+            for label, store in (("a", first), ("b", second))
+        ]
+        results = await asyncio.wait_for(
+            asyncio.gather(*(store.compare_and_set("index", "v0", v) for store, v in contenders)),
+            timeout=GUARD,
+        )
+        assert sum(results) == 1
+        winner = contenders[results.index(True)][1]
+        assert await first.get("index") == winner
+        assert await second.get("index") == winner
+
+
 # -- SQLite specifics ----------------------------------------------------------------------------
 
 
@@ -358,6 +408,9 @@ async def test_driver_errors_name_the_operation_and_key(sqlite_store_factory: Fa
         (lambda: store.get("k"), "get of key 'k'"),
         (lambda: store.set("k", "v"), "set of key 'k'"),
         (lambda: store.set_if_absent("k", "v"), "set_if_absent of key 'k'"),
+        (lambda: store.compare_and_set("k", None, "v"), "compare_and_set of key 'k'"),
+        (lambda: store.compare_and_set("k", "v", "w"), "compare_and_set of key 'k'"),
+        (lambda: store.compare_and_delete("k", "v"), "compare_and_delete of key 'k'"),
         (lambda: store.delete("k"), "delete of key 'k'"),
         (lambda: store.get_many(["k", "j"]), "get_many of 2 keys"),
         (store.purge_expired, "purge_expired"),

@@ -35,6 +35,32 @@ _ERRORS = "surrogatepass"
 # asyncio.TimeoutError is a separate class before Python 3.11.
 _DRIVER_ERRORS = (RedisError, OSError, asyncio.TimeoutError, UnicodeError)
 
+# KEYS[1]: the key. ARGV[1]: "1" when the key must hold ARGV[2], "0" when it must hold nothing
+# (Redis has already dropped an expired key). ARGV[3]: the new value. ARGV[4]: PX milliseconds,
+# or "" for no expiry.
+_COMPARE_AND_SET = """
+local current = redis.call('GET', KEYS[1])
+if ARGV[1] == '1' then
+  if current ~= ARGV[2] then return 0 end
+elseif current then
+  return 0
+end
+if ARGV[4] == '' then
+  redis.call('SET', KEYS[1], ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+end
+return 1
+"""
+
+# KEYS[1]: the key. ARGV[1]: the value it must hold to be deleted.
+_COMPARE_AND_DELETE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 
 def _default_retry() -> Retry:
     # One quick retry replaces a pooled connection that went stale (server restarted, idle
@@ -132,6 +158,9 @@ class RedisStore:
         self._prefix = _check_prefix(prefix)
         self._owns_client = bool(owns_client)
         self._closed = False
+        # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
+        self._compare_and_set = client.register_script(_COMPARE_AND_SET)
+        self._compare_and_delete = client.register_script(_COMPARE_AND_DELETE)
 
     @classmethod
     def from_url(
@@ -290,6 +319,46 @@ class RedisStore:
         px = _ttl_ms(ttl)
         with self._errors("SET NX", f"key {key!r}"):
             return bool(await self._client.set(name, data, px=px, nx=True))
+
+    async def compare_and_set(
+        self, key: str, expected: str | None, value: str, *, ttl: float | None = None
+    ) -> bool:
+        """Store ``value`` only if ``key`` holds ``expected`` (``None``: nothing), atomically.
+
+        A Lua script compares and writes in one step on the server.
+
+        Returns:
+            ``True`` if this call wrote the value, ``False`` if the key held something else.
+
+        Raises:
+            ConfigurationError: ``ttl`` is not a positive number of seconds.
+            StoreError: Redis could not be reached or refused the command.
+        """
+        name = self._key(key)
+        data = _check_str("value", value).encode(_ENCODING, _ERRORS)
+        px = _ttl_ms(ttl)
+        expiry = b"" if px is None else str(px).encode()
+        if expected is None:
+            args = [b"0", b"", data, expiry]
+        else:
+            wanted = _check_str("expected", expected).encode(_ENCODING, _ERRORS)
+            args = [b"1", wanted, data, expiry]
+        with self._errors("compare-and-set", f"key {key!r}"):
+            return bool(await self._compare_and_set(keys=[name], args=args))
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        """Remove ``key`` only if it holds ``expected``, atomically (a Lua script).
+
+        Returns:
+            ``True`` if this call deleted the entry, ``False`` otherwise.
+
+        Raises:
+            StoreError: Redis could not be reached or refused the command.
+        """
+        name = self._key(key)
+        wanted = _check_str("expected", expected).encode(_ENCODING, _ERRORS)
+        with self._errors("compare-and-delete", f"key {key!r}"):
+            return bool(await self._compare_and_delete(keys=[name], args=[wanted]))
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error.

@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -152,6 +152,24 @@ def _is_condition_failed(exc: ClientError) -> bool:
 def _is_conditional_conflict(exc: ClientError) -> bool:
     code, _ = _status(exc)
     return code == "ConditionalRequestConflict"
+
+
+def _lost_the_condition(exc: ClientError) -> bool:
+    """Whether a conditional write or delete failed because the object changed or vanished."""
+    return _is_missing_key(exc) or _is_condition_failed(exc) or _is_conditional_conflict(exc)
+
+
+def _check_expected(expected: object) -> None:
+    if not isinstance(expected, str):
+        raise ConfigurationError(f"expected must be a string, got {type(expected).__name__}")
+
+
+class _Read(NamedTuple):
+    """An object as read: its value, its ETag, and whether its TTL has run out."""
+
+    value: str
+    etag: str
+    expired: bool
 
 
 class S3Store:
@@ -409,6 +427,57 @@ class S3Store:
             lambda: self._set_if_absent_sync(name, body, metadata),
         )
 
+    async def compare_and_set(
+        self, key: str, expected: str | None, value: str, *, ttl: float | None = None
+    ) -> bool:
+        """Store ``value`` only if ``key`` holds ``expected`` (``None``: nothing live).
+
+        The object is read, compared, then replaced with ``If-Match`` on the ETag that was
+        read, so a write by anyone in between makes this call return ``False``; with
+        ``expected=None`` it is :meth:`set_if_absent`.
+
+        Returns:
+            Whether this call wrote the value.
+
+        Raises:
+            ConfigurationError: ``value`` or ``expected`` is not a string, or ``ttl`` is invalid.
+            StoreError: S3 failed.
+        """
+        name, body, metadata = self._prepare(key, value, ttl)
+        if expected is None:
+            return await self._run(
+                "compare_and_set",
+                key,
+                name,
+                lambda: self._set_if_absent_sync(name, body, metadata),
+            )
+        _check_expected(expected)
+        return await self._run(
+            "compare_and_set",
+            key,
+            name,
+            lambda: self._compare_and_set_sync(key, name, expected, body, metadata),
+        )
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        """Remove ``key`` only if it holds ``expected``: a read, then ``DELETE`` with ``If-Match``.
+
+        Returns:
+            Whether this call deleted the entry.
+
+        Raises:
+            ConfigurationError: ``expected`` is not a string.
+            StoreError: S3 failed.
+        """
+        name = self.object_key(key)
+        _check_expected(expected)
+        return await self._run(
+            "compare_and_delete",
+            key,
+            name,
+            lambda: self._compare_and_delete_sync(key, name, expected),
+        )
+
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error.
 
@@ -478,7 +547,8 @@ class S3Store:
             ) from None
         return expires_at <= self._clock()
 
-    def _get_sync(self, key: str, name: str) -> str | None:
+    def _read_sync(self, key: str, name: str) -> _Read | None:
+        """Read the object under ``name``; ``None`` when there is none."""
         try:
             response = self._client.get_object(Bucket=self._bucket, Key=name)
         except ClientError as exc:
@@ -487,16 +557,52 @@ class S3Store:
             raise
         with response["Body"] as stream:
             body = stream.read()
-        if self._expired(response.get("Metadata", {}), name):
-            self._delete_expired_sync(name, response["ETag"])
-            return None
+        expired = self._expired(response.get("Metadata", {}), name)
         value = decode_body(body)
         if value is None:
             raise StoreError(
                 f"object {name!r} in bucket {self._bucket!r} (key {_short(key)}) was not "
                 "written by slimcache's S3Store"
             )
-        return value
+        return _Read(value, response["ETag"], expired)
+
+    def _get_sync(self, key: str, name: str) -> str | None:
+        found = self._read_sync(key, name)
+        if found is None:
+            return None
+        if found.expired:
+            self._delete_expired_sync(name, found.etag)
+            return None
+        return found.value
+
+    def _compare_and_set_sync(
+        self, key: str, name: str, expected: str, body: bytes, metadata: dict[str, str]
+    ) -> bool:
+        found = self._read_sync(key, name)
+        if found is None or found.expired or found.value != expected:
+            return False
+        try:
+            # Only over the object just compared: any write since then changed the ETag.
+            self._client.put_object(
+                Bucket=self._bucket, Key=name, Body=body, Metadata=metadata, IfMatch=found.etag
+            )
+        except ClientError as exc:
+            if _lost_the_condition(exc):
+                return False
+            raise
+        return True
+
+    def _compare_and_delete_sync(self, key: str, name: str, expected: str) -> bool:
+        found = self._read_sync(key, name)
+        if found is None or found.expired or found.value != expected:
+            return False
+        try:
+            self._client.delete_object(Bucket=self._bucket, Key=name, IfMatch=found.etag)
+        except ClientError as exc:
+            if _lost_the_condition(exc):
+                return False
+            raise
+        return True
 
     def _delete_expired_sync(self, name: str, etag: str) -> None:
         # Only the object that was read: a fresh one written since then has another ETag.

@@ -33,6 +33,7 @@ from sqlalchemy import (
     inspect,
     or_,
     select,
+    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -451,8 +452,11 @@ class SQLStore:
             ConfigurationError: ``ttl`` is not ``None`` or a positive number.
             StoreError: The database failed.
         """
+        return await self._set_if_absent("set_if_absent", key, value, ttl)
+
+    async def _set_if_absent(self, operation: str, key: str, value: str, ttl: float | None) -> bool:
         ttl = validate_ttl(ttl)
-        self._check_open("set_if_absent")
+        self._check_open(operation)
         now = time.time()
         expires_at = None if ttl is None else now + ttl
         existing_expiry = self._table.c.expires_at
@@ -462,10 +466,69 @@ class SQLStore:
             set_={"value": stmt.excluded.value, "expires_at": stmt.excluded.expires_at},
             where=and_(existing_expiry.is_not(None), existing_expiry <= now),
         )
-        async with self._connect(f"set_if_absent of key {_describe_key(key)}", write=True) as conn:
+        async with self._connect(f"{operation} of key {_describe_key(key)}", write=True) as conn:
             result = await conn.execute(stmt)
             written: bool = result.rowcount == 1
         return written
+
+    async def compare_and_set(
+        self, key: str, expected: str | None, value: str, *, ttl: float | None = None
+    ) -> bool:
+        """Store ``value`` only if ``key`` holds ``expected`` (``None``: nothing live), atomically.
+
+        One statement: with ``expected=None`` the same ``INSERT ... ON CONFLICT`` as
+        :meth:`set_if_absent`; otherwise ``UPDATE ... WHERE key = ? AND value = ?`` on a live
+        row, so of many concurrent callers expecting the same value exactly one writes.
+
+        Args:
+            key: The key.
+            expected: The value the key must hold, or ``None`` for no live entry.
+            value: The new value.
+            ttl: Seconds until the new entry expires; ``None`` keeps it until deleted.
+
+        Returns:
+            ``True`` if this call wrote the value, ``False`` if the key held something else.
+
+        Raises:
+            ConfigurationError: ``ttl`` is not ``None`` or a positive number.
+            StoreError: The database failed.
+        """
+        if expected is None:
+            return await self._set_if_absent("compare_and_set", key, value, ttl)
+        ttl = validate_ttl(ttl)
+        self._check_open("compare_and_set")
+        now = time.time()
+        columns = self._table.c
+        stmt = (
+            update(self._table)
+            .where(columns.key == key, columns.value == expected, self._live(now))
+            .values(value=value, expires_at=None if ttl is None else now + ttl)
+        )
+        what = f"compare_and_set of key {_describe_key(key)}"
+        async with self._connect(what, write=True) as conn:
+            result = await conn.execute(stmt)
+            written: bool = result.rowcount == 1
+        return written
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        """Remove ``key`` only if it holds ``expected`` (and has not expired), atomically.
+
+        Returns:
+            ``True`` if this call deleted the entry, ``False`` otherwise.
+
+        Raises:
+            StoreError: The database failed.
+        """
+        self._check_open("compare_and_delete")
+        columns = self._table.c
+        stmt = delete(self._table).where(
+            columns.key == key, columns.value == expected, self._live(time.time())
+        )
+        what = f"compare_and_delete of key {_describe_key(key)}"
+        async with self._connect(what, write=True) as conn:
+            result = await conn.execute(stmt)
+            deleted: bool = result.rowcount == 1
+        return deleted
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; deleting a missing key is not an error.
