@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from slimcache._entries import SummaryEntry, ThreadIndex
@@ -26,6 +26,43 @@ _T = TypeVar("_T")
 
 # Attempts at writing the index when other workers keep writing it in between.
 _INDEX_ATTEMPTS = 8
+
+
+async def _bounded(call: Coroutine[Any, Any, _T], timeout: float) -> _T:
+    """Await ``call`` for at most ``timeout`` seconds, whatever the driver does when cancelled.
+
+    ``asyncio.wait_for`` waits for the cancelled call to finish unwinding, and a driver may
+    unwind by talking to the very server that froze (a rollback, a connection close). The call
+    runs as its own task instead: on timeout, or when the caller is cancelled, it is cancelled
+    and left to unwind in the background, and the caller returns at once.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        _detach(task)
+        raise
+    if not done:
+        task.cancel()
+        _detach(task)
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+# Cancelled store calls still unwinding, referenced until they finish.
+_UNWINDING: set[asyncio.Future[Any]] = set()
+
+
+def _detach(task: asyncio.Future[Any]) -> None:
+    _UNWINDING.add(task)
+    task.add_done_callback(_forget)
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    _UNWINDING.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved, so it is never reported as unretrieved
 
 
 class StoreTimeout(StoreError):
@@ -60,11 +97,11 @@ class StoreIO:
         """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
         return isinstance(self.store, SupportsCompareAndSet)
 
-    async def _call(self, what: str, call: Awaitable[_T]) -> _T:
+    async def _call(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
         try:
             if self.timeout is None:
                 return await call
-            return await asyncio.wait_for(call, self.timeout)
+            return await _bounded(call, self.timeout)
         except asyncio.TimeoutError as exc:
             self.stats.store_errors += 1
             raise StoreTimeout(f"store {what} timed out after {self.timeout:g}s") from exc

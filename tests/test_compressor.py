@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -806,3 +807,38 @@ async def test_hung_sync_summarizers_do_not_starve_the_default_executor() -> Non
         assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 2) == 42
     finally:
         release.set()
+
+
+class StuckStore(CountingStore):
+    """A store whose reads hang, and whose cancelled reads take seconds to unwind, as a driver
+    rolling back on a frozen server does."""
+
+    async def get(self, key: str) -> str | None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(3)
+            raise
+        return None
+
+
+async def test_store_timeout_bounds_a_call_whatever_the_driver_does() -> None:
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=r"timed out after 0\.2s"):
+        await make(RecordingSummarizer(), StuckStore(), store_timeout=0.2).compress(
+            chat(30), thread_id="t"
+        )
+    assert time.monotonic() - started < 2
+    # The caller's own timeout cuts a call too.
+    started = time.monotonic()
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(
+            make(RecordingSummarizer(), StuckStore(), store_timeout=30).compress(
+                chat(30), thread_id="t"
+            ),
+            0.2,
+        )
+    assert time.monotonic() - started < 2
+    bypass = make(RecordingSummarizer(), StuckStore(), store_timeout=0.2, on_store_error="bypass")
+    result = await bypass.compress_detailed(chat(30), thread_id="t")
+    assert result.outcome == "uncached"
