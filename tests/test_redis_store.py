@@ -149,12 +149,13 @@ def test_timeouts_and_pool_size_reach_the_client() -> None:
         ("127.0.0.1:6379", {}, "url"),
         ("redis://127.0.0.1:notaport/0", {}, "Redis URL"),
         ("redis://127.0.0.1:6379/0?prefix=a&prefix=b", {}, "prefix"),
-        ("redis://127.0.0.1:6379/0?prefix=a", {"prefix": "b"}, "prefix"),
         ("redis://127.0.0.1:6379/0", {"prefix": 3}, "prefix"),
         ("redis://127.0.0.1:6379/0", {"socket_timeout": 0}, "socket_timeout"),
-        ("redis://127.0.0.1:6379/0", {"socket_timeout": "5"}, "socket_timeout"),
+        ("redis://127.0.0.1:6379/0", {"socket_timeout": "soon"}, "socket_timeout"),
+        ("redis://127.0.0.1:6379/0?socket_timeout=-1", {}, "socket_timeout"),
         ("redis://127.0.0.1:6379/0", {"socket_connect_timeout": -1}, "socket_connect_timeout"),
         ("redis://127.0.0.1:6379/0", {"max_connections": 0}, "max_connections"),
+        ("redis://127.0.0.1:6379/0?max_connections=many", {}, "max_connections"),
     ],
 )
 def test_bad_url_or_option_is_a_configuration_error(
@@ -162,6 +163,40 @@ def test_bad_url_or_option_is_a_configuration_error(
 ) -> None:
     with pytest.raises(ConfigurationError, match=named):
         RedisStore.from_url(url, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("query", "keyword"),
+    [
+        ("prefix=a", {"prefix": "b"}),
+        ("prefix=same", {"prefix": "same"}),
+        ("socket_timeout=1", {"socket_timeout": 2.0}),
+        ("socket_connect_timeout=1", {"socket_connect_timeout": 1.0}),
+        ("max_connections=3", {"max_connections": 4}),
+        ("client_name=a", {"client_name": "b"}),
+        ("health_check_interval=10", {"health_check_interval": 10}),
+    ],
+)
+def test_an_option_in_the_url_and_as_a_keyword_is_a_configuration_error(
+    query: str, keyword: dict[str, object]
+) -> None:
+    name = next(iter(keyword))
+    with pytest.raises(ConfigurationError, match=f"{name}.*both in the URL"):
+        RedisStore.from_url(f"redis://127.0.0.1:6379/0?{query}", **keyword)  # type: ignore[arg-type]
+
+
+def test_options_in_the_url_reach_the_client() -> None:
+    store = RedisStore.from_url(
+        "redis://127.0.0.1:1/3?prefix=app:&socket_timeout=1.5&socket_connect_timeout=0.5"
+        "&max_connections=7&client_name=cache"
+    )
+    kwargs = store.client.connection_pool.connection_kwargs
+    assert store.prefix == "app:"
+    assert kwargs["socket_timeout"] == 1.5
+    assert kwargs["socket_connect_timeout"] == 0.5
+    assert kwargs["client_name"] == "cache"
+    assert kwargs["db"] == 3
+    assert store.client.connection_pool.max_connections == 7
 
 
 def test_client_must_be_an_asyncio_redis() -> None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from types import TracebackType
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -15,8 +14,15 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
-from slimcache._exceptions import ConfigurationError, StoreError
-from slimcache._store import validate_ttl
+from slimcache import ConfigurationError
+from slimcache.adapters import (
+    ClosingStore,
+    check_seconds,
+    combine_options,
+    positive_int,
+    translate_errors,
+    validate_ttl,
+)
 
 __all__ = ["RedisStore"]
 
@@ -69,18 +75,6 @@ def _default_retry() -> Retry:
     return Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1)
 
 
-def _check_timeout(name: str, value: float | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{name} must be a number of seconds or None, got {value!r}")
-    if not value > 0 or math.isinf(value):
-        raise ConfigurationError(
-            f"{name} must be a positive, finite number of seconds, got {value!r}"
-        )
-    return float(value)
-
-
 def _check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str):
         raise ConfigurationError(f"prefix must be a string, got {type(prefix).__name__}")
@@ -104,15 +98,36 @@ def _ttl_ms(ttl: float | None) -> int | None:
     return ms
 
 
-def _split_prefix(url: str) -> tuple[str, str | None]:
-    """Remove the ``prefix`` query option, which redis-py does not know, from ``url``."""
+# Options of from_url that the store reads itself; every other query option goes to redis-py.
+_STORE_OPTIONS = ("prefix", "socket_timeout", "socket_connect_timeout", "max_connections")
+
+
+def _split_query(url: str) -> tuple[str, dict[str, str]]:
+    """Return ``url`` without the options the store reads, and every query option it had.
+
+    The other options stay in the URL, for redis-py to parse as it does.
+    """
     parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    prefixes = [value for name, value in query if name == "prefix"]
-    if len(prefixes) > 1:
-        raise ConfigurationError(f"the prefix option appears more than once in {url!r}")
-    rest = urlencode([(name, value) for name, value in query if name != "prefix"])
-    return urlunsplit(parts._replace(query=rest)), (prefixes[0] if prefixes else None)
+    options: dict[str, str] = {}
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in options:
+            raise ConfigurationError(f"option {name!r} appears more than once in {url!r}")
+        options[name] = value
+    rest = urlencode(
+        [(name, value) for name, value in options.items() if name not in _STORE_OPTIONS]
+    )
+    return urlunsplit(parts._replace(query=rest)), options
+
+
+def _max_connections(value: object) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise ConfigurationError(
+                f"max_connections must be a positive integer, got {value!r}"
+            ) from None
+    return positive_int("max_connections", value)
 
 
 def _describe_keys(keys: Sequence[str]) -> str:
@@ -121,7 +136,7 @@ def _describe_keys(keys: Sequence[str]) -> str:
     return f"[{shown}{more}]"
 
 
-class RedisStore:
+class RedisStore(ClosingStore):
     """A slimcache store kept in Redis (6.2 or newer), through redis-py's asyncio client.
 
     Each entry is a Redis string under ``prefix + key``; TTLs use ``SET ... PX``, so Redis
@@ -157,7 +172,6 @@ class RedisStore:
         self._client = client
         self._prefix = _check_prefix(prefix)
         self._owns_client = bool(owns_client)
-        self._closed = False
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
         self._compare_and_set = client.register_script(_COMPARE_AND_SET)
         self._compare_and_delete = client.register_script(_COMPARE_AND_DELETE)
@@ -167,24 +181,24 @@ class RedisStore:
         cls,
         url: str,
         *,
-        prefix: str = "",
-        socket_timeout: float | None = 5.0,
-        socket_connect_timeout: float | None = 5.0,
+        prefix: str | None = None,
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float | None = None,
         max_connections: int | None = None,
         **client_options: Any,
     ) -> RedisStore:
         """Build a store, and the client it owns, from a Redis URL.
 
         Accepted forms: ``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
-        ``unix:///path/to/redis.sock?db=0``. A ``prefix`` query option sets the key prefix
-        (``redis://localhost/0?prefix=myapp:``); other query options go to redis-py, and win
-        over keyword arguments as they do there.
+        ``unix:///path/to/redis.sock?db=0``. Every option may be given in the URL's query
+        (``redis://localhost/0?prefix=myapp:&socket_timeout=2``) or as a keyword argument, but
+        not both ways at once. Query options the store does not read go to redis-py.
 
         Args:
             url: The Redis URL.
-            prefix: Key prefix; may also be given in the URL, but not both ways at once.
-            socket_timeout: Seconds to wait for a reply before the operation fails.
-            socket_connect_timeout: Seconds to wait for a connection to open.
+            prefix: Key prefix (default none).
+            socket_timeout: Seconds to wait for a reply before the operation fails (default 5).
+            socket_connect_timeout: Seconds to wait for a connection to open (default 5).
             max_connections: Upper bound on the connection pool; ``None`` leaves redis-py's.
             **client_options: Passed to ``redis.asyncio.Redis.from_url`` (``password``,
                 ``ssl_ca_certs``, ``retry``, ``decode_responses``, ...).
@@ -193,7 +207,8 @@ class RedisStore:
             A store that closes its client on :meth:`aclose`. No connection is opened yet.
 
         Raises:
-            ConfigurationError: The URL or an option is invalid.
+            ConfigurationError: The URL or an option is invalid, or an option is given both in
+                the URL and as a keyword argument.
         """
         if not isinstance(url, str):
             raise ConfigurationError(f"url must be a string, got {type(url).__name__}")
@@ -202,38 +217,31 @@ class RedisStore:
             raise ConfigurationError(
                 f"url must start with redis://, rediss:// or unix://, got {url!r}"
             )
-        prefix = _check_prefix(prefix)
-        socket_timeout = _check_timeout("socket_timeout", socket_timeout)
-        socket_connect_timeout = _check_timeout("socket_connect_timeout", socket_connect_timeout)
-        if max_connections is not None and (
-            isinstance(max_connections, bool)
-            or not isinstance(max_connections, int)
-            or max_connections < 1
-        ):
-            raise ConfigurationError(
-                f"max_connections must be a positive integer or None, got {max_connections!r}"
-            )
-        client_url, url_prefix = _split_prefix(url)
-        if url_prefix is not None:
-            if prefix and prefix != url_prefix:
-                raise ConfigurationError(
-                    f"prefix given twice with different values: {prefix!r} as an argument "
-                    f"and {url_prefix!r} in the URL"
-                )
-            prefix = url_prefix
-        options: dict[str, Any] = {
+        client_url, url_options = _split_query(url)
+        keywords: dict[str, Any] = {
+            "prefix": prefix,
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": socket_connect_timeout,
-            "retry": _default_retry(),
+            "max_connections": max_connections,
             **client_options,
         }
-        if max_connections is not None:
-            options["max_connections"] = max_connections
+        merged = combine_options(url, url_options, keywords)
+        options: dict[str, Any] = {"retry": _default_retry()}
+        options.update(
+            (name, value)
+            for name, value in merged.items()
+            if name not in _STORE_OPTIONS and name not in url_options
+        )
+        for name in ("socket_timeout", "socket_connect_timeout"):
+            options[name] = check_seconds(name, merged.get(name, 5.0))
+        if "max_connections" in merged:
+            options["max_connections"] = _max_connections(merged["max_connections"])
+        store_prefix = _check_prefix(merged.get("prefix", ""))
         try:
             client = redis.asyncio.Redis.from_url(client_url, **options)
         except (ValueError, TypeError) as exc:
             raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
-        return cls(client, prefix=prefix, owns_client=True)
+        return cls(client, prefix=store_prefix, owns_client=True)
 
     @property
     def client(self) -> redis.asyncio.Redis:
@@ -254,15 +262,9 @@ class RedisStore:
             return raw
         return raw.decode(_ENCODING, _ERRORS)
 
-    @contextmanager
-    def _errors(self, operation: str, what: str) -> Iterator[None]:
-        if self._closed:
-            raise StoreError(f"Redis {operation} of {what} failed: the store is closed")
-        try:
-            yield
-        except _DRIVER_ERRORS as exc:
-            detail = str(exc) or type(exc).__name__
-            raise StoreError(f"Redis {operation} of {what} failed: {detail}") from exc
+    def _errors(self, operation: str, what: str) -> AbstractContextManager[None]:
+        self.check_open(operation)
+        return translate_errors(f"Redis {operation}", what, _DRIVER_ERRORS)
 
     async def get(self, key: str) -> str | None:
         """Return the value under ``key``, or ``None`` when it is absent or expired.
@@ -375,22 +377,8 @@ class RedisStore:
 
         Calling it again does nothing.
         """
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_client:
+        if self.mark_closed() and self._owns_client:
             await self._client.aclose()
-
-    async def __aenter__(self) -> RedisStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(client={self._client!r}, prefix={self._prefix!r})"
