@@ -24,6 +24,7 @@ from slimcache._messages import (
 from slimcache._policy import (
     AnyOf,
     ContextWindow,
+    EvictableTokens,
     Keep,
     KeepMessages,
     KeepTokens,
@@ -77,6 +78,7 @@ __all__ = [
     "ContextWindow",
     "Conversation",
     "Custom",
+    "EvictableTokens",
     "Extend",
     "Hybrid",
     "InvalidInput",

@@ -22,7 +22,7 @@ from typing import Union
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._keys import fingerprint_chain
 from slimcache._messages import CheckedMessages
-from slimcache._policy import Keep, Trigger, WindowState
+from slimcache._policy import Keep, KeepMessages, Trigger, WindowState, is_settled
 
 __all__ = [
     "Decision",
@@ -182,31 +182,66 @@ class IndexView:
         return bool(self.stale) or self.head_stale
 
 
-def eviction_boundary(checked: CheckedMessages, window_start: int, keep: Keep) -> int | None:
-    """Evict whole units from the window's front until ``keep`` is satisfied.
+def eviction_boundary(
+    checked: CheckedMessages,
+    window_start: int,
+    keep: Keep,
+    settled: Callable[[int, int], bool] | None = None,
+) -> int | None:
+    """Evict whole units from the window's front until ``keep`` (and ``settled``) hold.
 
-    Returns the last evicted index, or ``None`` when nothing can be evicted. The last unit
-    always stays verbatim, and an assistant message with tool calls is never separated from
-    its tool results.
+    Args:
+        checked: The history.
+        window_start: First message of the verbatim window.
+        keep: The keep policy; ``KeepMessages(n)`` is also a floor: a unit is not evicted if
+            fewer than ``n`` messages would stay.
+        settled: ``(messages, tokens) -> bool`` for the remaining window: the trigger's own
+            hysteresis rule (see :func:`slimcache._policy.is_settled`).
+
+    Returns:
+        The last evicted index, or ``None`` when nothing can be evicted. The last unit always
+        stays verbatim, and an assistant message with tool calls is never separated from its
+        tool results.
     """
     total = len(checked)
     remaining = total - window_start
     remaining_tokens = sum(checked.tokens[window_start:])
+    floor = keep.messages if isinstance(keep, KeepMessages) else 1
     boundary: int | None = None
     position = window_start
-    while position < total and not keep.satisfied(remaining, remaining_tokens):
-        end = checked.unit_end[position]
-        if end >= total - 1:
+    while position < total:
+        if keep.satisfied(remaining, remaining_tokens) and (
+            settled is None or settled(remaining, remaining_tokens)
+        ):
             break
-        remaining -= end - position + 1
+        end = checked.unit_end[position]
+        size = end - position + 1
+        if end >= total - 1 or remaining - size < floor:
+            break
+        remaining -= size
         remaining_tokens -= sum(checked.tokens[position : end + 1])
         boundary, position = end, end + 1
     return boundary
 
 
+def _compression_boundary(
+    history: History, window_start: int, rules: Rules, summary_tokens: int
+) -> int | None:
+    """Where compressing from ``window_start`` ends: keep satisfied and the trigger settled."""
+    checked = history.checked
+    pinned_tokens = sum(checked.tokens[: history.pinned])
+
+    def settled(messages: int, tokens: int) -> bool:
+        after = WindowState(messages, tokens, pinned_tokens, summary_tokens)
+        return is_settled(rules.trigger, after, rules.keep)
+
+    return eviction_boundary(checked, window_start, rules.keep, settled)
+
+
 def read_index(index: ThreadIndex | None, history: History, rules: Rules) -> IndexView:
     """Check an index against a history: what is stale, usable, or worth reading."""
-    limit = eviction_boundary(history.checked, history.pinned, rules.keep)
+    head_tokens = rules.summary_tokens(index.head) if index is not None else 0
+    limit = _compression_boundary(history, history.pinned, rules, head_tokens)
     reach = -1 if limit is None else limit
     if index is None:
         return IndexView(None, reach, frozenset(), False, False, False, ())
@@ -266,15 +301,25 @@ def decide(history: History, base: SummaryEntry | None, rules: Rules, *, force: 
     """Decide what one request does, given the summary it may build on."""
     checked = history.checked
     window_start = base.end + 1 if base is not None else history.pinned
+    pinned_tokens = sum(checked.tokens[: history.pinned])
+    summary_tokens = rules.summary_tokens(base) if base is not None else 0
+    window_tokens = sum(checked.tokens[window_start:])
+    kept_to = eviction_boundary(checked, window_start, rules.keep)
+    evictable = 0 if kept_to is None else kept_to - window_start + 1
     state = WindowState(
         messages=history.total - window_start,
-        tokens=sum(checked.tokens[window_start:]),
-        pinned_tokens=sum(checked.tokens[: history.pinned]),
-        summary_tokens=rules.summary_tokens(base) if base is not None else 0,
+        tokens=window_tokens,
+        pinned_tokens=pinned_tokens,
+        summary_tokens=summary_tokens,
+        evictable_messages=evictable,
+        evictable_tokens=sum(checked.tokens[window_start : window_start + evictable]),
     )
     reason = "forced" if force else rules.trigger.reason(state)
-    boundary = None if reason is None else eviction_boundary(checked, window_start, rules.keep)
-    if reason is None or boundary is None:
+    if reason is None:
+        return Serve(base) if base is not None else Unchanged()
+
+    boundary = _compression_boundary(history, window_start, rules, summary_tokens)
+    if boundary is None:
         return Serve(base) if base is not None else Unchanged()
     target = RangeRef(history.pinned, boundary, history.fingerprint(boundary))
     if base is not None:

@@ -3,6 +3,12 @@
 A trigger fires when the verbatim window grows past a threshold; the compressor then summarizes
 the oldest messages until the window is down to what the keep policy allows. The gap between
 the two (hysteresis) makes summarization happen in batches rather than on every turn.
+
+Hysteresis holds for every combination, mixed units included: when the keep policy counts
+another unit than a trigger (``MessageThreshold`` with ``KeepTokens``, say), compressing also
+brings the window down to half that trigger's threshold (its ``settled`` rule), so the next
+compression is at least half a threshold away. ``KeepMessages(n)`` is a floor all the same:
+it never leaves fewer than ``n`` messages verbatim.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from slimcache._store import positive_int
 __all__ = [
     "AnyOf",
     "ContextWindow",
+    "EvictableTokens",
     "Keep",
     "KeepMessages",
     "KeepTokens",
@@ -24,6 +31,8 @@ __all__ = [
     "TokenThreshold",
     "Trigger",
     "WindowState",
+    "check_hysteresis",
+    "is_settled",
 ]
 
 
@@ -36,12 +45,16 @@ class WindowState:
         tokens: Tokens of those messages.
         pinned_tokens: Tokens of the pinned system messages.
         summary_tokens: Tokens of the current summary message (0 when there is none).
+        evictable_messages: Messages outside the keep target: what compressing would summarize.
+        evictable_tokens: Tokens of those messages.
     """
 
     messages: int
     tokens: int
     pinned_tokens: int
     summary_tokens: int
+    evictable_messages: int = 0
+    evictable_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -71,6 +84,10 @@ class MessageThreshold:
         """Fire when the window's message count exceeds the threshold."""
         return f"messages>{self.messages}" if state.messages > self.messages else None
 
+    def settled(self, state: WindowState, keep: Keep) -> bool:
+        """After compressing: kept to ``KeepMessages``, or at most half the threshold."""
+        return isinstance(keep, KeepMessages) or state.messages <= self.messages // 2
+
 
 @dataclass(frozen=True)
 class TokenThreshold:
@@ -84,6 +101,34 @@ class TokenThreshold:
     def reason(self, state: WindowState) -> str | None:
         """Fire when the window's token count exceeds the threshold."""
         return f"tokens>{self.tokens}" if state.tokens > self.tokens else None
+
+    def settled(self, state: WindowState, keep: Keep) -> bool:
+        """After compressing: kept to ``KeepTokens``, or at most half the threshold."""
+        return isinstance(keep, KeepTokens) or state.tokens <= self.tokens // 2
+
+
+@dataclass(frozen=True)
+class EvictableTokens:
+    """Compress when the messages outside the keep target reach ``tokens`` tokens.
+
+    Unlike :class:`TokenThreshold`, the messages that stay verbatim do not count, so every
+    compression summarizes a batch of at least ``tokens`` tokens whatever the keep policy:
+    ``EvictableTokens(2000)`` with ``KeepMessages(12)`` keeps a strict 12-message window and
+    calls the summarizer once per 2,000 tokens that leave it.
+    """
+
+    tokens: int
+
+    def __post_init__(self) -> None:
+        positive_int("EvictableTokens.tokens", self.tokens)
+
+    def reason(self, state: WindowState) -> str | None:
+        """Fire when the tokens outside the keep target reach the threshold."""
+        return f"evictable>={self.tokens}" if state.evictable_tokens >= self.tokens else None
+
+    def settled(self, state: WindowState, keep: Keep) -> bool:
+        """Compressing to the keep target leaves nothing evictable."""
+        return True
 
 
 @dataclass(frozen=True)
@@ -116,6 +161,10 @@ class ContextWindow:
         """Fire when pinned + summary + window tokens exceed the limit."""
         return f"context>{self.limit}" if state.total_tokens > self.limit else None
 
+    def settled(self, state: WindowState, keep: Keep) -> bool:
+        """After compressing: the whole prompt at most half the limit."""
+        return state.total_tokens <= self.limit // 2
+
 
 class AnyOf:
     """Compress when any of the given triggers fires (e.g. messages *or* tokens)."""
@@ -135,6 +184,10 @@ class AnyOf:
             if found is not None:
                 return found
         return None
+
+    def settled(self, state: WindowState, keep: Keep) -> bool:
+        """Every trigger is settled."""
+        return all(is_settled(trigger, state, keep) for trigger in self.triggers)
 
     def __repr__(self) -> str:
         return f"AnyOf({', '.join(map(repr, self.triggers))})"
@@ -184,6 +237,16 @@ class KeepTokens:
     def satisfied(self, messages: int, tokens: int) -> bool:
         """True when the window has at most ``tokens`` tokens."""
         return tokens <= self.tokens
+
+
+def is_settled(trigger: Trigger, state: WindowState, keep: Keep) -> bool:
+    """Whether a window just compressed is far enough below ``trigger`` to stop evicting.
+
+    A trigger may define ``settled(state, keep)``; one that does not is settled once the keep
+    policy is (the compressor checks that first).
+    """
+    settled = getattr(trigger, "settled", None)
+    return True if settled is None else bool(settled(state, keep))
 
 
 def check_hysteresis(trigger: Trigger, keep: Keep) -> None:

@@ -18,6 +18,7 @@ from slimcache import (
     ContextWindow,
     Conversation,
     Custom,
+    EvictableTokens,
     Hybrid,
     InvalidInput,
     KeepMessages,
@@ -32,6 +33,7 @@ from slimcache import (
     SummaryContext,
     ThreadKeys,
     TokenThreshold,
+    count_message_tokens,
     unwrap_messages,
     wrap_messages,
 )
@@ -842,3 +844,71 @@ async def test_store_timeout_bounds_a_call_whatever_the_driver_does() -> None:
     bypass = make(RecordingSummarizer(), StuckStore(), store_timeout=0.2, on_store_error="bypass")
     result = await bypass.compress_detailed(chat(30), thread_id="t")
     assert result.outcome == "uncached"
+
+
+# ---------------------------------------------------------------- batches and hysteresis
+
+
+def tool_turns(turns: int) -> list[dict[str, Any]]:
+    """User, assistant-with-tool-call, tool result, assistant answer; repeated."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "rules"}]
+    for i in range(turns):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        messages += [
+            {"role": "user", "content": f"question {i} " + "word " * (i % 5)},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i}"},
+            {"role": "assistant", "content": f"answer {i}"},
+        ]
+    return messages
+
+
+@pytest.mark.parametrize("keep", [3, 5, 12])
+async def test_keep_messages_never_keeps_fewer(keep: int) -> None:
+    history = tool_turns(40)
+    compressor = make(RecordingSummarizer(), trigger=MessageThreshold(24), keep=KeepMessages(keep))
+    for k in range(2, len(history) + 1):
+        result = await compressor.compress_detailed(history[:k], thread_id="t")
+        if result.summary_range is not None:
+            verbatim = k - result.summary_range[1] - 1
+            assert verbatim >= keep
+            assert history[result.summary_range[1] + 1]["role"] != "tool"
+
+
+async def replay_calls(compressor: SummarizeCompressor, history: list[dict[str, Any]]) -> int:
+    for k in range(2, len(history) + 1):
+        await compressor.compress(history[:k], thread_id="t")
+    return compressor.stats.summarizer_calls
+
+
+async def test_mixed_units_keep_their_hysteresis() -> None:
+    history = chat(400)  # short messages: 2,000 tokens hold far more than 40 of them
+    mixed = make(
+        RecordingSummarizer(),
+        trigger=AnyOf(MessageThreshold(40), TokenThreshold(6000)),
+        keep=KeepTokens(2000),
+    )
+    calls = await replay_calls(mixed, history)
+    # Each compression leaves at most 20 messages, so the next is at least 20 messages away.
+    assert calls <= 400 // 20
+    assert calls >= 400 // 41
+
+
+async def test_evictable_tokens_summarizes_full_batches_and_keeps_a_strict_window() -> None:
+    history = chat(300)
+    summarizer = RecordingSummarizer()
+    compressor = make(summarizer, trigger=EvictableTokens(200), keep=KeepMessages(12))
+    lengths = []
+    for k in range(2, len(history) + 1):
+        result = await compressor.compress_detailed(history[:k], thread_id="t")
+        if result.outcome in ("summarized", "extended"):
+            lengths.append(k)
+            assert result.summary_range is not None
+            assert k - result.summary_range[1] - 1 == 12
+    assert summarizer.calls
+    for call in summarizer.calls:
+        sent = sum(count_message_tokens(m) for m in call.messages)
+        assert sent >= 200
+    # Token trigger on the whole window (kept messages included) needs more calls for it.
+    whole_window = make(RecordingSummarizer(), trigger=TokenThreshold(200), keep=KeepMessages(12))
+    assert await replay_calls(whole_window, history) > len(summarizer.calls)
