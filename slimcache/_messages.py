@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 from slimcache._exceptions import InvalidInput
 
 __all__ = [
     "DEFAULT_MESSAGE_OVERHEAD",
+    "MAX_NESTING",
     "NON_TEXT_PART_TOKENS",
     "CheckedMessages",
     "Conversation",
@@ -38,6 +40,24 @@ PINNED_ROLES = frozenset({"system", "developer"})
 DEFAULT_MESSAGE_OVERHEAD = 4
 # A flat estimate for an image, audio or file part; their bytes say little about their tokens.
 NON_TEXT_PART_TOKENS = 85
+MAX_NESTING = 100
+"""How many levels of lists and dicts a message's ``content`` or ``tool_calls`` may nest.
+
+The value of the field itself is level 1 (a list of parts), a part is level 2, a dict inside a
+part level 3, and so on. Deeper values, and values that contain themselves, are rejected with
+:class:`InvalidInput`: encoding them would exhaust the interpreter's stack.
+"""
+
+# Built once: ``json.dumps`` with options builds a new encoder on every call, which was most
+# of the cost of checking a message. The output is byte-for-byte what ``json.dumps`` gives with
+# the same options.
+_CANONICAL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+_TOOL_CALLS_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+# The role field of a canonical form, up to the tool call id that follows it.
+_ROLE_FIELD = {
+    role: ',"role":"{}","tool_call_id":'.format("user" if role == "human" else role)
+    for role in ROLES
+}
 
 
 def approx_tokens(text: str) -> int:
@@ -101,7 +121,7 @@ def count_message_tokens(
                 total += NON_TEXT_PART_TOKENS
     tool_calls = message.get("tool_calls")
     if tool_calls:
-        total += counter(json.dumps(tool_calls, ensure_ascii=False, sort_keys=True))
+        total += counter(_TOOL_CALLS_ENCODER.encode(tool_calls))
     name = message.get("name")
     if isinstance(name, str):
         total += counter(name)
@@ -182,6 +202,8 @@ def _check_content(message: Message, index: int, role: str, has_calls: bool) -> 
             raise _fail(f"content part {pos} must be a dict with a string 'type'", index)
         if part["type"] == "text" and not isinstance(part.get("text"), str):
             raise _fail(f"text content part {pos} needs a string 'text'", index)
+        if part["type"] == "refusal" and not isinstance(part.get("refusal"), str):
+            raise _fail(f"refusal content part {pos} needs a string 'refusal'", index)
 
 
 def _check_tool_calls(message: Message, index: int, role: str) -> list[str]:
@@ -210,20 +232,115 @@ def _check_tool_calls(message: Message, index: int, role: str) -> list[str]:
     return ids
 
 
+def _children(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> Iterable[Any]:
+    if type(value) is dict:
+        return value.values()
+    if isinstance(value, dict):
+        # The encoder reads a non-empty dict subclass through its items().
+        return [item for _, item in value.items()] if dict.__len__(value) else ()
+    return value
+
+
+def _nesting_problem(value: object) -> str | None:
+    """Say why ``value`` cannot be encoded (a reference cycle, too deep), or return ``None``.
+
+    Walks what the JSON encoder walks (dicts, lists, tuples) without recursion, so the check
+    itself cannot run out of stack, and stops at ``MAX_NESTING`` levels.
+    """
+    if not isinstance(value, (dict, list, tuple)):
+        return None
+    path: list[object] = [value]
+    pending: list[Iterator[Any]] = [iter(_children(value))]
+    while pending:
+        for child in pending[-1]:
+            if isinstance(child, (dict, list, tuple)):
+                if len(path) == MAX_NESTING:
+                    # A cycle shorter than the limit has come round to one of the ancestors.
+                    if any(child is ancestor for ancestor in path):
+                        return "contains a reference cycle"
+                    return f"nests lists and dicts deeper than {MAX_NESTING} levels"
+                path.append(child)
+                pending.append(iter(_children(child)))
+                break
+        else:
+            path.pop()
+            pending.pop()
+    return None
+
+
+def _plain_canonical(
+    content: str, name: str | None, tool_call_id: str | None, role_field: str
+) -> bytes:
+    # The canonical form of a message with string content and no tool calls, built directly:
+    # the keys in sorted order and the string escaping json.dumps itself uses.
+    encoded_name = "null" if name is None else encode_basestring(name)
+    encoded_id = "null" if tool_call_id is None else encode_basestring(tool_call_id)
+    text = (
+        f'{{"content":{encode_basestring(content)},"name":{encoded_name}'
+        f'{role_field}{encoded_id},"tool_calls":null}}'
+    )
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _structure_problem(message: Message, index: int) -> InvalidInput | None:
+    for key in ("content", "tool_calls"):
+        problem = _nesting_problem(message.get(key))
+        if problem is not None:
+            return _fail(f"'{key}' {problem}", index)
+    return None
+
+
 def _canonical(message: Message, role: str, index: int) -> bytes:
     # Only what a summary is made of is hashed: editing 'metadata' or 'id' does not invalidate.
+    # The bytes are exactly those of json.dumps(view, sort_keys=True, ensure_ascii=False,
+    # separators=(",", ":")) encoded with surrogatepass, as every earlier version made them:
+    # the fingerprints already stored depend on them.
+    content = message.get("content")
+    name = message.get("name")
+    tool_call_id = message.get("tool_call_id")
+    role_field = _ROLE_FIELD.get(role)
+    if (
+        isinstance(content, str)
+        and (name is None or isinstance(name, str))
+        and (tool_call_id is None or isinstance(tool_call_id, str))
+        and role_field is not None
+        and message.get("tool_calls") is None
+    ):
+        return _plain_canonical(content, name, tool_call_id, role_field)
     view = {
         "role": "user" if role == "human" else role,
-        "content": message.get("content"),
-        "name": message.get("name"),
+        "content": content,
+        "name": name,
         "tool_calls": message.get("tool_calls"),
-        "tool_call_id": message.get("tool_call_id"),
+        "tool_call_id": tool_call_id,
     }
     try:
-        text = json.dumps(view, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = _CANONICAL_ENCODER.encode(view)
+    except RecursionError:
+        problem = _structure_problem(message, index)
+        raise problem or _fail("message is nested too deeply to encode", index) from None
     except (TypeError, ValueError) as exc:
-        raise _fail(f"message must be JSON-serializable ({exc})", index) from None
+        # A reference cycle surfaces here as the encoder's "Circular reference detected".
+        problem = _structure_problem(message, index)
+        raise problem or _fail(f"message must be JSON-serializable ({exc})", index) from None
+    # Every list or dict writes one opening bracket (strings may add more), so with no more
+    # brackets than the limit allows, no value nests too deep and the walk is not needed.
+    if text.count("[") + text.count("{") > MAX_NESTING + 1:
+        problem = _structure_problem(message, index)
+        if problem is not None:
+            raise problem
     return text.encode("utf-8", "surrogatepass")
+
+
+def _check_unhashed(message: Message, index: int) -> None:
+    metadata = message.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise _fail("'metadata' must be a dict", index)
+    message_id = message.get("id")
+    if message_id is not None and (
+        isinstance(message_id, bool) or not isinstance(message_id, (str, int))
+    ):
+        raise _fail("'id' must be a string or an integer", index)
 
 
 def check_messages(
@@ -234,7 +351,9 @@ def check_messages(
     """Validate messages and precompute their fingerprints' inputs, tokens and atomic units.
 
     Raises:
-        InvalidInput: Naming the message index and the rule it breaks.
+        InvalidInput: Naming the message index and the rule it breaks, for any malformed
+            message, including one whose ``content`` or ``tool_calls`` contain themselves or
+            nest deeper than ``MAX_NESTING`` levels.
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise _fail(f"messages must be a list of dicts, got {type(messages).__name__}")
@@ -245,34 +364,44 @@ def check_messages(
     open_calls: set[str] = set()  # unanswered calls of the assistant message being answered
     answered_unit_start = -1
     for index, message in enumerate(messages):
-        if not isinstance(message, Mapping):
+        if type(message) is not dict and not isinstance(message, Mapping):
             raise _fail(f"each message must be a dict, got {type(message).__name__}", index)
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
             raise _fail(
                 f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})", index
             )
-        call_ids = _check_tool_calls(message, index, role)
-        _check_content(message, index, role, bool(call_ids))
-        for key in ("name", "tool_call_id"):
-            if key in message and message[key] is not None and not isinstance(message[key], str):
-                raise _fail(f"'{key}' must be a string", index)
-        if "metadata" in message and not isinstance(message["metadata"], (Mapping, type(None))):
-            raise _fail("'metadata' must be a dict", index)
-        if "id" in message and isinstance(message["id"], bool | float):
-            raise _fail("'id' must be a string or an integer", index)
+        content: Any = message.get("content")
+        name: Any = message.get("name")
+        tool_call_id: Any = message.get("tool_call_id")
+        # Most messages are plain: string content and no tool calls. They pass every check of
+        # the full path below by construction, and their canonical form is built directly.
+        plain = (
+            isinstance(content, str)
+            and (name is None or isinstance(name, str))
+            and (tool_call_id is None or isinstance(tool_call_id, str))
+            and message.get("tool_calls") is None
+        )
+        call_ids: list[str] = []
+        if not plain:
+            call_ids = _check_tool_calls(message, index, role)
+            _check_content(message, index, role, bool(call_ids))
+            for key in ("name", "tool_call_id"):
+                value = message.get(key)
+                if value is not None and not isinstance(value, str):
+                    raise _fail(f"'{key}' must be a string", index)
+        _check_unhashed(message, index)
 
         if role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
+            if not isinstance(tool_call_id, str) or not tool_call_id:
                 raise _fail("a tool message needs a string 'tool_call_id'", index)
-            if call_id not in open_calls:
+            if tool_call_id not in open_calls:
                 raise _fail(
-                    f"tool result {call_id!r} answers no tool call of the assistant message "
-                    "directly before it",
+                    f"tool result {tool_call_id!r} answers no tool call of the assistant "
+                    "message directly before it",
                     index,
                 )
-            open_calls.discard(call_id)
+            open_calls.discard(tool_call_id)
             for pos in range(answered_unit_start, index):
                 unit_end[pos] = index
             unit_end.append(index)
@@ -282,8 +411,12 @@ def check_messages(
             unit_end.append(index)
         if index == pinned and role in PINNED_ROLES:
             pinned += 1
-        canonical.append(_canonical(message, role, index))
-        tokens.append(count_message_tokens(message, counter, overhead))
+        if plain:
+            canonical.append(_plain_canonical(content, name, tool_call_id, _ROLE_FIELD[role]))
+            tokens.append(overhead + counter(content) + (0 if name is None else counter(name)))
+        else:
+            canonical.append(_canonical(message, role, index))
+            tokens.append(count_message_tokens(message, counter, overhead))
     return CheckedMessages(messages, canonical, tokens, pinned, unit_end)
 
 

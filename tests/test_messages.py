@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimcache import (
     InvalidInput,
+    KeepMessages,
+    Message,
+    MessageThreshold,
+    SummarizeCompressor,
     approx_tokens,
     count_message_tokens,
     render_transcript,
 )
-from slimcache._messages import NON_TEXT_PART_TOKENS, check_messages
+from slimcache._messages import (
+    DEFAULT_MESSAGE_OVERHEAD,
+    MAX_NESTING,
+    NON_TEXT_PART_TOKENS,
+    ROLES,
+    _canonical,
+    check_messages,
+    message_text,
+)
+from tests.fakes import CountingStore, RecordingSummarizer
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
 
@@ -139,3 +154,396 @@ def test_any_text_messages_validate_and_count(texts: list[str]) -> None:
     checked = check_messages(messages)
     assert len(checked.canonical) == len(texts)
     assert checked.tokens == [4 + approx_tokens(t) for t in texts]
+
+
+# ---------------------------------------------------------------- nesting, cycles, odd values
+
+
+def nested_content(depth: int) -> list[Any]:
+    """A content list whose lists and dicts nest exactly ``depth`` levels (the list is level 1)."""
+    data: Any = "leaf"
+    for _ in range(depth - 2):
+        data = [data]
+    return [{"type": "custom", "data": data}]
+
+
+def nested_calls(depth: int) -> list[Any]:
+    """Tool calls that nest ``depth`` levels: list, call dict, then lists in an extra field."""
+    data: Any = 0
+    for _ in range(depth - 2):
+        data = {"k": data}
+    return [{**CALL, "extra": data}]
+
+
+def test_nesting_up_to_the_limit_is_accepted_and_every_path_handles_it() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": nested_content(MAX_NESTING)},
+        {"role": "assistant", "content": None, "tool_calls": nested_calls(MAX_NESTING)},
+        {"role": "tool", "content": "r", "tool_call_id": "c1"},
+    ]
+    checked = check_messages(messages)
+    assert [old_canonical(m, m["role"], 0) for m in messages] == checked.canonical
+    assert checked.tokens == [count_message_tokens(m) for m in messages]
+    assert "[custom part]" in render_transcript(messages)
+    assert message_text(messages[0]) == "[custom part]"
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 900, 5_000, 100_000])
+@pytest.mark.parametrize(
+    ("make_message", "field"),
+    [
+        (lambda depth: {"role": "user", "content": nested_content(depth)}, "content"),
+        (
+            lambda depth: {"role": "assistant", "content": None, "tool_calls": nested_calls(depth)},
+            "tool_calls",
+        ),
+        (
+            lambda depth: {"role": "assistant", "content": nested_content(depth), "name": "bot"},
+            "content",
+        ),
+    ],
+)
+def test_too_deep_a_message_is_invalid_input_naming_index_and_rule(
+    make_message: Any, field: str, depth: int
+) -> None:
+    messages = [{"role": "user", "content": "first"}, make_message(depth)]
+    with pytest.raises(InvalidInput) as caught:
+        check_messages(messages)
+    assert caught.value.index == 1
+    assert caught.value.rule == f"'{field}' nests lists and dicts deeper than {MAX_NESTING} levels"
+
+
+def self_referencing_part() -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "custom"}
+    part["again"] = [part]
+    return part
+
+
+def self_referencing_list() -> list[Any]:
+    parts: list[Any] = [{"type": "text", "text": "x"}]
+    parts[0]["all"] = parts
+    return parts
+
+
+def self_referencing_call() -> dict[str, Any]:
+    call: dict[str, Any] = {**CALL, "function": {"name": "f", "arguments": "{}"}}
+    call["function"]["caller"] = call
+    return call
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ({"role": "user", "content": [self_referencing_part()]}, "content"),
+        ({"role": "user", "content": self_referencing_list()}, "content"),
+        ({"role": "assistant", "tool_calls": [self_referencing_call()]}, "tool_calls"),
+    ],
+)
+def test_a_reference_cycle_is_invalid_input_naming_index_and_rule(
+    message: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        check_messages([{"role": "system", "content": "s"}, message])
+    assert caught.value.index == 1
+    assert caught.value.rule == f"'{field}' contains a reference cycle"
+
+
+class ItemsOnly(dict[str, Any]):
+    """A dict whose items() is not its storage: the JSON encoder reads items()."""
+
+    def __init__(self, hidden: Any) -> None:
+        super().__init__(stored="not what is encoded")
+        self.hidden = hidden
+
+    def items(self) -> Any:
+        return [("hidden", self.hidden)]
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 5_000])
+def test_nesting_is_measured_on_what_the_encoder_reads(depth: int) -> None:
+    deep: Any = "leaf"
+    for _ in range(depth - 3):  # under the content list, the part and the dict subclass
+        deep = [deep]
+    message = {"role": "user", "content": [{"type": "custom", "data": ItemsOnly(deep)}]}
+    with pytest.raises(InvalidInput, match="'content' nests lists and dicts deeper than"):
+        check_messages([message])
+    shallow = {"role": "user", "content": [{"type": "custom", "data": ItemsOnly([[1]])}]}
+    assert check_messages([shallow]).canonical == [old_canonical(shallow, "user", 0)]
+
+
+def test_fields_that_are_not_hashed_may_hold_anything() -> None:
+    """metadata and unknown keys are handed back as given: never walked, encoded or hashed."""
+    deep: Any = {}
+    for _ in range(5_000):
+        deep = {"d": deep}
+    looped: dict[str, Any] = {}
+    looped["self"] = looped
+    plain: dict[str, Any] = {"role": "user", "content": "hi"}
+    odd = {**plain, "metadata": {"deep": deep, "loop": looped}, "extra": [deep, looped]}
+    assert check_messages([odd]).canonical == check_messages([plain]).canonical
+
+
+@pytest.mark.parametrize(
+    ("message", "rule"),
+    [
+        (
+            {"role": "user", "content": [{"type": "refusal", "refusal": ["no"]}]},
+            "refusal content part 0 needs a string 'refusal'",
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "refusal", "text": "no"}]},
+            "refusal content part 0 needs a string 'refusal'",
+        ),
+        (
+            {"role": "user", "content": [{"type": "text", "text": None}]},
+            "text content part 0 needs a string 'text'",
+        ),
+        (
+            {"role": "user", "content": [{"type": "custom", "data": {1: "a", "b": 2}}]},
+            "message must be JSON-serializable",
+        ),
+        (
+            {"role": "user", "content": [{"type": "custom", "data": {(1, 2): "tuple key"}}]},
+            "message must be JSON-serializable",
+        ),
+        (
+            {"role": "user", "content": [{"type": "custom", "n": 10**5000}]},
+            "message must be JSON-serializable",
+        ),
+        (
+            {"role": "user", "content": [{"type": "custom", "b": b"bytes"}]},
+            "message must be JSON-serializable",
+        ),
+        ({"role": "user", "content": "x", "metadata": "notes"}, "'metadata' must be a dict"),
+        ({"role": "user", "content": "x", "metadata": [("k", 1)]}, "'metadata' must be a dict"),
+        ({"role": "user", "content": "x", "id": True}, "'id' must be a string or an integer"),
+        ({"role": "user", "content": "x", "id": 1.5}, "'id' must be a string or an integer"),
+        ({"role": "user", "content": "x", "id": ["a"]}, "'id' must be a string or an integer"),
+        ({"role": "user", "content": "x", "id": {"a": 1}}, "'id' must be a string or an integer"),
+        ({"role": "user", "content": "x", "id": b"a"}, "'id' must be a string or an integer"),
+        ({"role": "user", "content": "x", "name": ["n"]}, "'name' must be a string"),
+        ({"role": "user", "content": "x", "tool_call_id": 3}, "'tool_call_id' must be a string"),
+        ({"role": "user", "content": b"bytes"}, "must be a string or a list of parts, got bytes"),
+        ({"role": "user", "content": ("a", "b")}, "must be a string or a list of parts, got tuple"),
+        ({"role": ["user"], "content": "x"}, r"unknown role \['user'\]"),
+        ({"role": "\ud800", "content": "x"}, r"unknown role '\\ud800'"),
+    ],
+)
+def test_odd_values_are_invalid_input(message: dict[str, Any], rule: str) -> None:
+    with pytest.raises(InvalidInput, match=rule) as caught:
+        check_messages([{"role": "user", "content": "ok"}, message])
+    assert caught.value.index == 1
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "lone \ud800 surrogate", "name": "\udfff"},
+        {"role": "user", "content": [{"type": "text", "text": "\ud83d"}]},
+        {"role": "user", "content": [{"type": "custom", "data": {1: "a", 2.5: "b", -3: 0}}]},
+        {"role": "user", "content": [{"type": "custom", "data": {None: 0}, "more": {True: 1}}]},
+        {"role": "user", "content": [{"type": "custom", "v": [math.nan, math.inf, -math.inf]}]},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "no \ud800"}]},
+        {"role": "user", "content": "x", "id": 10**5000, "metadata": {"k": object()}},
+        {"role": "user", "content": "x", "id": "msg_1", "metadata": None},
+    ],
+)
+def test_odd_but_valid_values_are_accepted_and_hashed_as_before(message: dict[str, Any]) -> None:
+    checked = check_messages([message])
+    assert checked.canonical == [old_canonical(message, message["role"], 0)]
+    assert checked.canonical == check_messages([message]).canonical
+    render_transcript([message])  # every accepted message renders
+
+
+def test_refusal_parts_are_shown_and_counted() -> None:
+    message = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]}
+    check_messages([message])
+    assert message_text(message) == "I can't."
+    assert count_message_tokens(message, len, 0) == len("I can't.")
+
+
+async def test_invalid_messages_write_nothing() -> None:
+    store = CountingStore()
+    compressor = SummarizeCompressor(
+        RecordingSummarizer(), store, trigger=MessageThreshold(2), keep=KeepMessages(1)
+    )
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"m{i}"} for i in range(6)]
+    messages.append({"role": "user", "content": nested_content(5_000)})
+    with pytest.raises(InvalidInput, match=r"^messages\[6\]: 'content' nests"):
+        await compressor.compress(messages, thread_id="t")
+    assert (store.gets, store.sets, store.deletes) == (0, 0, 0)
+
+
+# ---------------------------------------------------------------- canonical bytes stay the same
+
+
+def old_canonical(message: Message, role: str, index: int) -> bytes:
+    """The canonical encoding as every earlier version made it; stored fingerprints hash this."""
+    view = {
+        "role": "user" if role == "human" else role,
+        "content": message.get("content"),
+        "name": message.get("name"),
+        "tool_calls": message.get("tool_calls"),
+        "tool_call_id": message.get("tool_call_id"),
+    }
+    try:
+        text = json.dumps(view, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"message must be JSON-serializable ({exc})", index=index) from None
+    return text.encode("utf-8", "surrogatepass")
+
+
+def old_tokens(message: Message, counter: Any, overhead: int) -> int:
+    """Token count as every earlier version made it."""
+    total = overhead
+    content = message.get("content")
+    if isinstance(content, str):
+        total += counter(content)
+    elif isinstance(content, list):
+        for part in content:
+            if part.get("type") in ("text", "refusal"):
+                total += counter(str(part.get("text", part.get("refusal", ""))))
+            else:
+                total += NON_TEXT_PART_TOKENS
+    tool_calls = message.get("tool_calls")
+    if tool_calls:
+        total += counter(json.dumps(tool_calls, ensure_ascii=False, sort_keys=True))
+    name = message.get("name")
+    if isinstance(name, str):
+        total += counter(name)
+    return total
+
+
+class Text(str):
+    """A str subclass, as some frameworks hand over."""
+
+
+# Every character, lone surrogates and control characters included, plus the ones JSON escapes.
+any_char = st.characters(codec=None, exclude_categories=())
+any_text = st.text(any_char, max_size=40) | st.sampled_from(
+    ['"', "\\", "\n\r\t\b\f", "\x00\x1f\x7f", "\u2028\u2029", "\ud800", "\udfff\ud800", "😀"]
+)
+text_like = any_text | any_text.map(Text)
+json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | text_like
+)
+json_keys = text_like | st.integers(-5, 5) | st.floats(-2, 2) | st.booleans() | st.none()
+# Values json.dumps encodes (string keys only), and values that may break it (mixed key types).
+json_values = st.recursive(
+    json_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(text_like, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+odd_values = st.recursive(
+    json_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(json_keys, inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+parts = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": text_like}),
+    st.fixed_dictionaries({"type": st.just("refusal"), "refusal": text_like}),
+    st.fixed_dictionaries(
+        {"type": st.just("image_url"), "image_url": st.fixed_dictionaries({"url": any_text})}
+    ),
+    st.fixed_dictionaries({"type": text_like}, optional={"data": json_values, "text": json_values}),
+)
+calls = st.fixed_dictionaries(
+    {
+        "id": text_like,
+        "type": st.just("function"),
+        "function": st.fixed_dictionaries(
+            {"name": text_like}, optional={"arguments": text_like, "extra": json_values}
+        ),
+    },
+    optional={"extra": json_values},
+)
+maybe_text = st.none() | text_like
+roles = st.sampled_from(sorted(ROLES)) | st.sampled_from(sorted(ROLES)).map(Text)
+
+
+@st.composite
+def any_message(draw: st.DrawFn) -> dict[str, Any]:
+    """Plain and complex messages, and fields of odd types: anything _canonical may be given."""
+    message: dict[str, Any] = {"role": draw(roles)}
+    choices = {
+        "content": text_like | st.lists(parts, max_size=4) | odd_values,
+        "name": maybe_text | odd_values,
+        "tool_call_id": maybe_text | odd_values,
+        "tool_calls": st.none() | st.lists(calls, max_size=3) | odd_values,
+        "metadata": odd_values,
+        "id": odd_values,
+    }
+    plain = draw(st.booleans())
+    for key, values in choices.items():
+        if plain and key in ("tool_calls", "tool_call_id", "metadata", "id"):
+            continue
+        if draw(st.booleans()):
+            message[key] = draw(text_like if plain and key == "content" else values)
+    return message
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(any_message())
+def test_canonical_bytes_are_those_of_every_earlier_version(message: dict[str, Any]) -> None:
+    role = message["role"]
+    try:
+        expected = old_canonical(message, role, 3)
+    except InvalidInput:
+        with pytest.raises(InvalidInput) as caught:
+            _canonical(message, role, 3)
+        assert caught.value.index == 3
+        return
+    assert _canonical(message, role, 3) == expected
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Valid conversations: plain turns, parts, and assistant tool calls with their results."""
+    messages: list[dict[str, Any]] = []
+    for turn in range(draw(st.integers(0, 8))):
+        kind = draw(st.sampled_from(["plain", "parts", "tools"]))
+        extras = draw(
+            st.fixed_dictionaries(
+                {}, optional={"name": maybe_text, "metadata": st.none() | st.just({"k": [1]})}
+            )
+        )
+        if kind == "plain":
+            role = draw(st.sampled_from(["system", "developer", "user", "human", "assistant"]))
+            messages.append({"role": role, "content": draw(text_like), **extras})
+        elif kind == "parts":
+            messages.append(
+                {"role": "user", "content": draw(st.lists(parts, max_size=3)), **extras}
+            )
+        else:
+            ids = [f"call_{turn}_{n}" for n in range(draw(st.integers(1, 3)))]
+            tool_calls = [{**draw(calls), "id": call_id} for call_id in ids]
+            messages.append(
+                {"role": "assistant", "content": draw(maybe_text), "tool_calls": tool_calls}
+            )
+            for call_id in draw(st.permutations(ids)):
+                messages.append(
+                    {"role": "tool", "content": draw(text_like), "tool_call_id": call_id}
+                )
+    return messages
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations())
+def test_checked_conversations_keep_their_bytes_and_tokens(messages: list[dict[str, Any]]) -> None:
+    for counter, overhead in ((approx_tokens, DEFAULT_MESSAGE_OVERHEAD), (len, 0)):
+        checked = check_messages(messages, counter, overhead)
+        assert checked.messages is messages
+        assert checked.canonical == [old_canonical(m, m["role"], i) for i, m in enumerate(messages)]
+        assert checked.tokens == [old_tokens(m, counter, overhead) for m in messages]
