@@ -156,6 +156,10 @@ class SummarizeCompressor:
         lease_ttl: Seconds a worker's lease on a thread lives without renewal. It is renewed
             while the summarizer runs (on stores with ``compare_and_set``), so this bounds how
             long a crashed worker's lease can make others wait.
+        single_writer: Set when only one worker ever compresses a given thread at a time (one
+            process, or requests pinned to a worker per thread): no lease is taken and nothing
+            is read twice, so a compression costs three store round trips (read the index,
+            write the range, write the index).
         store_timeout: Seconds one store call may take before it fails with
             :class:`StoreError` (``None``: no bound beyond the store's own).
         on_evict: Hook ``(messages, reason)`` called with the messages folded into a summary.
@@ -191,6 +195,7 @@ class SummarizeCompressor:
         reuse_entries: Literal["matching", "any"] = "matching",
         lock_wait: float = 30.0,
         lease_ttl: float = 10.0,
+        single_writer: bool = False,
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
         on_evict: Hook | None = None,
         on_compress: Hook | None = None,
@@ -268,6 +273,7 @@ class SummarizeCompressor:
         self._summarizer_id = summarizer_id or summarizer_name(summarizer)
         self._lock_wait = float(lock_wait)
         self._lease_ttl = lease_ttl
+        self._single_writer = bool(single_writer)
         self._stats = Stats()
         self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
         identity = Identity(self._summarizer_id, self._prompts.digest, resolved_strategy.name)
@@ -417,24 +423,28 @@ class SummarizeCompressor:
         if target is None:
             return await self._settle(work, cache, history, plan)
 
+        if self._single_writer:
+            # Nobody else writes this thread: no lease, and nothing to read again.
+            assert isinstance(plan.decision, (Extend, Summarize))
+            return await self._summarize(work, cache, history, plan, plan.decision, None, None)
         lease: Lease | None = None
         if self._lock_wait > 0 and self._io.atomic:
             lease = Lease(self._io, keys.lease, self._lease_ttl)
             plan = await self._take_turn(cache, history, plan, lease, force)
-            target = _due(plan.decision)
         try:
             previous_raw: str | None = None
-            if target is not None:
-                # Read again now that this worker has its turn: another may have just finished.
+            if (target := _due(plan.decision)) is not None:
+                # Read again now that this worker has its turn: another may have just finished,
+                # or an earlier request may have written the range and lost its index write.
                 index_raw, previous_raw = await cache.read_index_and_range(target.start, target.end)
                 plan = await self._plan(cache, history, index_raw, force)
                 existing = cache.parse_range(previous_raw, target.start, target.end)
-                if _due(plan.decision) == target and self._serves(existing, target):
+                if _due(plan.decision) != target:
+                    previous_raw = None
+                elif self._serves(existing, target):
                     assert existing is not None
                     await self._repair_index(cache, history, plan, existing)
                     return await self._hit(work, existing)
-                if _due(plan.decision) != target:
-                    previous_raw = None
             decision = plan.decision
             if not isinstance(decision, (Extend, Summarize)):
                 return await self._settle(work, cache, history, plan)

@@ -364,11 +364,15 @@ def next_index(
             and (r.start, r.end) != (entry.start, entry.end)
         ]
     refs.append(RangeRef(entry.start, entry.end, entry.fingerprint))
-    refs = sorted(refs, key=lambda r: r.end)[-checkpoints:]
+    refs = sorted(refs, key=lambda r: r.end)
+    # Ranges that fall off the listing are deleted: a thread keeps at most `checkpoints`.
+    dropped = {(r.start, r.end) for r in refs[:-checkpoints]}
+    refs = refs[-checkpoints:]
     head = entry
     if stored is not None and not view.head_stale and stored.head.end > entry.end:
         head = stored.head
-    delete = set(view.stale)
+    delete = set(view.stale) | dropped
+    delete.discard((head.start, head.end))
     if stored is not None and head is not stored.head:
         old = stored.head
         listed = {(r.start, r.end) for r in refs}

@@ -912,3 +912,38 @@ async def test_evictable_tokens_summarizes_full_batches_and_keeps_a_strict_windo
     # Token trigger on the whole window (kept messages included) needs more calls for it.
     whole_window = make(RecordingSummarizer(), trigger=TokenThreshold(200), keep=KeepMessages(12))
     assert await replay_calls(whole_window, history) > len(summarizer.calls)
+
+
+# ---------------------------------------------------------------- footprint and round trips
+
+
+@pytest.mark.parametrize("strategy", ["extend", "concat"])
+async def test_a_threads_footprint_is_bounded_by_checkpoints(strategy: str) -> None:
+    store = MemoryStore()
+    compressor = make(RecordingSummarizer(), store, checkpoints=4, strategy=strategy)
+    history = chat(600)
+    for k in range(2, len(history) + 1, 3):
+        await compressor.compress(history[:k], thread_id="t")
+    assert compressor.stats.summarizer_calls > 20
+    keys = sorted(store.snapshot())
+    assert len(keys) <= 4 + 1  # the listed ranges and the index
+    assert "thread_t:index" in keys
+
+
+async def test_round_trips_per_operation() -> None:
+    history = chat(30)
+    store = CountingStore()
+    single = make(RecordingSummarizer(), store, single_writer=True)
+    await single.compress(history, thread_id="t")
+    assert single.stats.store_round_trips == 3  # read index, write range, write index
+    assert (store.gets, store.sets, store.deletes) == (1, 2, 0)
+    single.reset_stats()
+    await single.compress(history, thread_id="t")
+    assert single.stats.store_round_trips == 1  # a hit is one read
+
+    shared = make(RecordingSummarizer(), MemoryStore())
+    await shared.compress(history, thread_id="t")
+    stats = shared.stats
+    # Read index; take the lease; read index and range again; write range; write index;
+    # release the lease.
+    assert (stats.store_reads, stats.store_writes, stats.store_deletes) == (2, 3, 1)

@@ -164,6 +164,7 @@ def test_next_index_keeps_only_the_latest_checkpoints() -> None:
     update = next_index(stored, history, entries[3], RULES, thread="t", checkpoints=2)
     assert [(r.start, r.end) for r in update.index.ranges] == [(1, 30), (1, 40)]
     assert update.index.head is entries[3]
+    assert update.delete == ((1, 10), (1, 20))
 
 
 @pytest.mark.parametrize("keep", [1, 3, 10])
