@@ -1,5 +1,14 @@
 """slimcache: cached, incremental conversation summaries kept in your own store."""
 
+from slimcache._compaction import (
+    DEFAULT_SESSION_TEMPLATE,
+    NEW_SESSION_TOOL,
+    Compaction,
+    CompactionMode,
+    ContextStatus,
+    NewSession,
+    ToolError,
+)
 from slimcache._compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._exceptions import (
@@ -68,13 +77,18 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_CONDENSE_PROMPT",
     "DEFAULT_EXTEND_PROMPT",
+    "DEFAULT_SESSION_TEMPLATE",
     "DEFAULT_SUMMARIZE_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
+    "NEW_SESSION_TOOL",
     "AnyOf",
+    "Compaction",
+    "CompactionMode",
     "CompressEvent",
     "CompressionResult",
     "Concat",
     "ConfigurationError",
+    "ContextStatus",
     "ContextWindow",
     "Conversation",
     "Custom",
@@ -91,6 +105,7 @@ __all__ = [
     "Message",
     "MessageThreshold",
     "MissingExtraError",
+    "NewSession",
     "Outcome",
     "Prompts",
     "RangeRef",
@@ -114,6 +129,7 @@ __all__ = [
     "ThreadKeys",
     "TokenCounter",
     "TokenThreshold",
+    "ToolError",
     "Trigger",
     "WindowState",
     "__version__",
