@@ -45,6 +45,7 @@ from slimcache._policy import (
 )
 from slimcache._registry import open_store
 from slimcache._results import CompressEvent, CompressionResult, Outcome, Stats
+from slimcache._stateful import ConversationCompressor, ConversationStats
 from slimcache._store import (
     MemoryStore,
     Store,
@@ -71,6 +72,8 @@ from slimcache._summarizer import (
     Summarizer,
     SummaryContext,
 )
+from slimcache._trim import TrimCompressor, TrimResult
+from slimcache._wrap import CachedSummarizer, ExtendFunction, PlainSummarizer, cached_summarizer
 
 __version__ = "0.1.0"
 
@@ -82,6 +85,7 @@ __all__ = [
     "DEFAULT_SUMMARY_TEMPLATE",
     "NEW_SESSION_TOOL",
     "AnyOf",
+    "CachedSummarizer",
     "Compaction",
     "CompactionMode",
     "CompressEvent",
@@ -91,9 +95,12 @@ __all__ = [
     "ContextStatus",
     "ContextWindow",
     "Conversation",
+    "ConversationCompressor",
+    "ConversationStats",
     "Custom",
     "EvictableTokens",
     "Extend",
+    "ExtendFunction",
     "Hybrid",
     "InvalidInput",
     "Keep",
@@ -107,6 +114,7 @@ __all__ = [
     "MissingExtraError",
     "NewSession",
     "Outcome",
+    "PlainSummarizer",
     "Prompts",
     "RangeRef",
     "Replace",
@@ -131,9 +139,12 @@ __all__ = [
     "TokenThreshold",
     "ToolError",
     "Trigger",
+    "TrimCompressor",
+    "TrimResult",
     "WindowState",
     "__version__",
     "approx_tokens",
+    "cached_summarizer",
     "count_message_tokens",
     "encode_thread_id",
     "fingerprint_chain",
