@@ -451,9 +451,9 @@ class Compaction:
             :class:`~slimcache.MemoryStore`).
         namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
         instructions: Your own instructions on when and how to call ``new_session`` and what
-            the summary must hold. They are appended to the tool's description (which says they
-            take precedence), not to the per-turn status message, so that text stays constant
-            and provider prompt caching keeps working.
+            the summary must hold. They are appended to the tool's description, where the model
+            reads how to use the tool, marked as taking precedence over its defaults; the
+            per-turn status message stays a short, fixed hint.
         token_counter: Counts a text's tokens (default: ``ceil(len / 4)``); the same rule as
             the compressor's, so the figures agree.
         message_overhead: Tokens added per message for role and framing.
