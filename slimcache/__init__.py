@@ -20,6 +20,7 @@ from slimcache._exceptions import (
     SummarizerError,
 )
 from slimcache._keys import ThreadKeys, encode_thread_id, fingerprint_chain
+from slimcache._memory import ConversationWindowMemory, TokenWindowMemory
 from slimcache._messages import (
     Conversation,
     Message,
@@ -73,6 +74,7 @@ from slimcache._summarizer import (
     SummaryContext,
 )
 from slimcache._trim import TrimCompressor, TrimResult
+from slimcache._window import SlidingWindow, WindowStats
 from slimcache._wrap import CachedSummarizer, ExtendFunction, PlainSummarizer, cached_summarizer
 
 __version__ = "0.1.0"
@@ -97,6 +99,7 @@ __all__ = [
     "Conversation",
     "ConversationCompressor",
     "ConversationStats",
+    "ConversationWindowMemory",
     "Custom",
     "EvictableTokens",
     "Extend",
@@ -118,6 +121,7 @@ __all__ = [
     "Prompts",
     "RangeRef",
     "Replace",
+    "SlidingWindow",
     "SlimcacheError",
     "Stats",
     "Store",
@@ -137,11 +141,13 @@ __all__ = [
     "ThreadKeys",
     "TokenCounter",
     "TokenThreshold",
+    "TokenWindowMemory",
     "ToolError",
     "Trigger",
     "TrimCompressor",
     "TrimResult",
     "WindowState",
+    "WindowStats",
     "__version__",
     "approx_tokens",
     "cached_summarizer",
