@@ -12,12 +12,13 @@ from typing import Any, cast
 
 import pytest
 from slimcache_sql import DEFAULT_TABLE, SQLStore
-from sqlalchemy import create_engine, func, insert, inspect, select, text
+from sqlalchemy import create_engine, event, func, insert, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import QueuePool
 
 from slimcache import ConfigurationError, StoreError, open_store
+from slimcache.adapters import DEFAULT_STORE_TIMEOUT
 from tests.servers.postgres_server import PostgresServer
 from tests.servers.sqlite_files import sqlite_url
 
@@ -74,7 +75,7 @@ async def test_from_url_sqlite_through_the_registry(tmp_path: Path) -> None:
             mode = await conn.scalar(text("PRAGMA journal_mode"))
             busy_ms = await conn.scalar(text("PRAGMA busy_timeout"))
         assert mode == "wal"
-        assert busy_ms == 30_000
+        assert busy_ms == DEFAULT_STORE_TIMEOUT / 2 * 1000
     # The data lives in the file: a new store on it sees the entry.
     async with SQLStore.from_url(url) as again:
         assert await again.get("greeting") == "hello"
@@ -132,11 +133,78 @@ async def test_longest_valid_table_name_is_accepted(make_store: Factory) -> None
         ("sqlite+aiosqlite:///unused.db", {"busy_timeout": float("inf")}, "busy_timeout"),
         ("sqlite+aiosqlite:///unused.db", {"pool_size": True}, "pool_size"),
         ("sqlite+aiosqlite:///unused.db", {"no_such_engine_option": 1}, "engine options"),
+        ("sqlite+aiosqlite:///unused.db", {"timeout": 0}, "timeout"),
+        ("sqlite+aiosqlite:///unused.db?timeout=soon", {}, "timeout"),
+        ("sqlite+aiosqlite:///unused.db?pool_size=x", {}, "pool_size"),
+        ("sqlite+aiosqlite:///unused.db?table=a&table=b", {}, "table"),
+        ("sqlite+aiosqlite:///unused.db", {"timeout": 1, "busy_timeout": 2}, "busy_timeout"),
+        ("postgresql+asyncpg://u@127.0.0.1:1/db?command_timeout=9", {}, "command_timeout"),
+        ("postgresql+asyncpg://u@127.0.0.1:1/db", {"connect_timeout": 6}, "connect_timeout"),
+        (
+            "postgresql+asyncpg://u@127.0.0.1:1/db",
+            {"connect_args": {"command_timeout": 1}},
+            "command_timeout",
+        ),
     ],
 )
 def test_bad_from_url_arguments(url: str, options: dict[str, Any], argument: str) -> None:
     with pytest.raises(ConfigurationError, match=argument):
         SQLStore.from_url(url, **options)
+
+
+async def test_options_in_the_url_query(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "query.db") + "?table=from_query&timeout=3&busy_timeout=1.25"
+    async with SQLStore.from_url(url) as store:
+        assert store.table.name == "from_query"
+        assert store.timeout == 3.0
+        await store.set("k", "v")
+        async with store.engine.connect() as conn:
+            assert await conn.scalar(text("PRAGMA busy_timeout")) == 1250
+        assert await _table_exists(store)
+
+
+@pytest.mark.parametrize(
+    ("query", "keyword"),
+    [
+        ("table=a", {"table": "b"}),
+        ("timeout=2", {"timeout": 2.0}),
+        ("busy_timeout=1", {"busy_timeout": 1.0}),
+        ("pool_size=2", {"pool_size": 3}),
+    ],
+)
+def test_an_option_in_the_url_and_as_a_keyword_is_a_configuration_error(
+    query: str, keyword: dict[str, Any]
+) -> None:
+    name = next(iter(keyword))
+    with pytest.raises(ConfigurationError, match=f"{name}.*both in the URL"):
+        SQLStore.from_url(f"sqlite+aiosqlite:///unused.db?{query}", **keyword)
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "expected"),
+    [
+        ("postgresql+asyncpg://u@127.0.0.1:1/db?timeout=3", {}, (1.5, 1.5)),
+        ("postgresql+asyncpg://u@127.0.0.1:1/db", {"timeout": 4, "command_timeout": 1}, (2, 1)),
+        ("postgresql+asyncpg://u@127.0.0.1:1/db?connect_timeout=0.5", {}, (0.5, 2.5)),
+    ],
+)
+async def test_postgres_driver_timeouts_follow_the_call_timeout(
+    url: str, options: dict[str, Any], expected: tuple[float, float]
+) -> None:
+    store = SQLStore.from_url(url, **options)
+    connects: list[dict[str, Any]] = []
+
+    @event.listens_for(store.engine.sync_engine, "do_connect")
+    def record(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+        connects.append(dict(cparams))
+        raise OSError("this test only looks at the connect arguments")
+
+    async with store:
+        with pytest.raises(StoreError, match="get of key 'k'"):
+            await store.get("k")
+        pool: Any = store.engine.pool
+        assert pool.timeout() == store.timeout  # waiting for a pooled connection
+    assert (connects[0]["timeout"], connects[0]["command_timeout"]) == expected
 
 
 def test_constructor_needs_an_async_engine() -> None:

@@ -8,17 +8,14 @@ a double, ``NULL`` for no expiry). Writes use each dialect's native ``INSERT ...
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import importlib.util
-import math
 import re
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Sequence
-from types import TracebackType
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -41,10 +38,20 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateTable
 
-from slimcache._exceptions import ConfigurationError, MissingExtraError, StoreError
-from slimcache._store import validate_ttl
+from slimcache import ConfigurationError, MissingExtraError, StoreError
+from slimcache.adapters import (
+    DEFAULT_STORE_TIMEOUT,
+    ClosingStore,
+    check_seconds,
+    combine_options,
+    positive_int,
+    translate_errors,
+    validate_ttl,
+)
 
 __all__ = ["DEFAULT_TABLE", "SQLStore"]
+
+_T = TypeVar("_T")
 
 DEFAULT_TABLE: Final = "slimcache_entries"
 
@@ -60,6 +67,17 @@ _TABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 # Keep each IN (...) list well below SQLite's historical limit of 999 bound parameters.
 _IN_CHUNK: Final = 500
+
+# from_url options that may also be given in the URL's query (``?table=cache&timeout=2``);
+# any other query option goes to the driver, as SQLAlchemy does.
+_STORE_OPTIONS: Final = (
+    "table",
+    "timeout",
+    "pool_size",
+    "busy_timeout",
+    "connect_timeout",
+    "command_timeout",
+)
 
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
@@ -95,28 +113,73 @@ def _validate_table(table: object) -> str:
     return table
 
 
-def _validate_seconds(name: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not value > 0
-        or math.isinf(value)
-    ):
+def _driver_timeout(name: str, value: object, timeout: float) -> float:
+    """Check a driver timeout; by default half the call bound, never more than all of it.
+
+    Half, because one call may wait twice: for a connection, then for its statement.
+    """
+    if value is None:
+        return timeout / 2
+    seconds = check_seconds(name, value)
+    assert seconds is not None
+    if seconds > timeout:
         raise ConfigurationError(
-            f"{name} must be a positive, finite number of seconds, got {value!r}"
+            f"{name} ({seconds:g} s) must not exceed timeout ({timeout:g} s), which bounds "
+            "each call; raise timeout as well"
         )
-    return float(value)
+    return seconds
+
+
+def _pool_size(value: object) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise ConfigurationError(
+                f"pool_size must be a positive integer, got {value!r}"
+            ) from None
+    return positive_int("pool_size", value)
+
+
+async def _within(seconds: float, call: Coroutine[Any, Any, _T], unwinding: set[Any]) -> _T:
+    """Await ``call`` for at most ``seconds``, however long the driver takes to give up.
+
+    ``asyncio.wait_for`` would wait for a cancelled call to unwind, and a driver unwinds by
+    talking to the database that is stuck (a rollback waiting on a lock, a connection close).
+    The call runs as a task of its own instead: past the bound, or when the caller is
+    cancelled (its own ``wait_for``), the task is cancelled and left to unwind in the
+    background (it is kept in ``unwinding`` until then), and this returns at once.
+
+    Raises:
+        asyncio.TimeoutError: The call did not finish in time.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=seconds)
+    except asyncio.CancelledError:
+        _abandon(task, unwinding)
+        raise
+    if not done:
+        _abandon(task, unwinding)
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+def _abandon(task: asyncio.Future[Any], unwinding: set[Any]) -> None:
+    task.cancel()
+    unwinding.add(task)
+
+    def forget(done: asyncio.Future[Any]) -> None:
+        unwinding.discard(done)
+        if not done.cancelled():
+            done.exception()  # retrieved, so it is never reported as unretrieved
+
+    task.add_done_callback(forget)
 
 
 def _describe_key(key: object) -> str:
     shown = repr(key)
     return shown if len(shown) <= 80 else shown[:77] + "..."
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
 def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout: float) -> None:
@@ -146,28 +209,33 @@ def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout: float) -> None:
     _PRAGMA_ENGINES.add(sync_engine)
 
 
-class SQLStore:
+class SQLStore(ClosingStore):
     """A slimcache store kept in one table of a SQLite or PostgreSQL database.
 
     The table is created on first use (or by :meth:`setup`). Expired rows are never returned;
     they are overwritten by the next write of their key, and :meth:`purge_expired` deletes them
     in bulk. Every driver failure is raised as :class:`slimcache.StoreError` naming the operation
-    and key, with the driver's exception chained as ``__cause__``.
+    and key, with the driver's exception chained as ``__cause__``; so is a call that does not
+    finish within ``timeout`` seconds (a database that does not answer, a file another
+    connection keeps locked).
 
     For SQLite, every new connection of ``engine`` is switched to WAL mode with a busy timeout,
-    so several engines or processes can write to one database file; create the store before the
-    engine opens its first connection. An in-memory SQLite database (``sqlite+aiosqlite://``)
-    shares one connection and is meant for single-task use only.
+    so several engines or processes can write to one database file, and readers are not held
+    up by a writer; create the store before the engine opens its first connection. An
+    in-memory SQLite database (``sqlite+aiosqlite://``) shares one connection and is meant for
+    single-task use only.
 
     Args:
         engine: An async engine for SQLite (``aiosqlite``) or PostgreSQL (``asyncpg``).
         table: Name of the table holding the entries (letters, digits and ``_``).
         owns_engine: Dispose of ``engine`` in :meth:`aclose`.
-        busy_timeout: SQLite only: seconds a writer waits for another writer's lock.
+        timeout: Seconds each call may take, end to end, before it fails with ``StoreError``.
+        busy_timeout: SQLite only: seconds a statement waits for another connection's lock
+            (default half of ``timeout``; at most ``timeout``).
 
     Raises:
         ConfigurationError: ``engine`` is not an ``AsyncEngine`` of a supported dialect, or
-            ``table`` or ``busy_timeout`` is invalid.
+            ``table``, ``timeout`` or ``busy_timeout`` is invalid.
     """
 
     def __init__(
@@ -176,7 +244,8 @@ class SQLStore:
         *,
         table: str = DEFAULT_TABLE,
         owns_engine: bool = False,
-        busy_timeout: float = 30.0,
+        timeout: float = DEFAULT_STORE_TIMEOUT,
+        busy_timeout: float | None = None,
     ) -> None:
         if not isinstance(engine, AsyncEngine):
             raise ConfigurationError(
@@ -188,11 +257,14 @@ class SQLStore:
                 f"engine dialect {dialect!r} is not supported (supported: sqlite, postgresql)"
             )
         table = _validate_table(table)
-        busy_timeout = _validate_seconds("busy_timeout", busy_timeout)
+        bound = check_seconds("timeout", timeout)
+        assert bound is not None
+        busy = _driver_timeout("busy_timeout", busy_timeout, bound)
 
         self._engine = engine
         self._dialect = dialect
         self._owns_engine = owns_engine
+        self._timeout = bound
         self._table = Table(
             table,
             MetaData(),
@@ -202,33 +274,44 @@ class SQLStore:
         )
         self._ready = False
         self._setup_lock = asyncio.Lock()
-        self._closed = False
+        # Calls abandoned at the time bound that are still unwinding (see _within).
+        self._unwinding: set[asyncio.Future[Any]] = set()
         if dialect == "sqlite":
-            _install_sqlite_pragmas(engine, busy_timeout)
+            _install_sqlite_pragmas(engine, busy)
 
     @classmethod
     def from_url(
         cls,
         url: str,
         *,
-        table: str = DEFAULT_TABLE,
+        table: str | None = None,
+        timeout: float | None = None,
         pool_size: int | None = None,
-        connect_timeout: float = 10.0,
-        busy_timeout: float = 30.0,
+        connect_timeout: float | None = None,
+        busy_timeout: float | None = None,
         command_timeout: float | None = None,
         **engine_options: Any,
     ) -> SQLStore:
         """Create an engine for ``url`` and a store that owns it.
 
+        The options named below may also be given in the URL's query
+        (``sqlite+aiosqlite:///cache.db?table=summaries&timeout=2``), but not both ways at once;
+        other query options go to the driver.
+
         Args:
             url: ``sqlite+aiosqlite:///path/to/file.db`` or
                 ``postgresql+asyncpg://user:password@host:5432/database``.
-            table: Name of the table holding the entries.
+            table: Name of the table holding the entries (default ``slimcache_entries``).
+            timeout: Seconds each call may take, end to end (default
+                :data:`~slimcache.adapters.DEFAULT_STORE_TIMEOUT`). Waiting for a pooled
+                connection is bounded by it too.
             pool_size: Connections kept open in the pool (SQLAlchemy's default when ``None``).
-            connect_timeout: PostgreSQL only: seconds to wait for a new connection, so an
-                unreachable server fails promptly instead of hanging.
-            busy_timeout: SQLite only: seconds a writer waits for another writer's lock.
-            command_timeout: PostgreSQL only: seconds a statement may run (no limit if ``None``).
+            connect_timeout: PostgreSQL only: seconds to wait for a new connection (default
+                half of ``timeout``; at most ``timeout``).
+            busy_timeout: SQLite only: seconds a statement waits for another connection's lock
+                (default half of ``timeout``; at most ``timeout``).
+            command_timeout: PostgreSQL only: seconds one statement may run (default half of
+                ``timeout``; at most ``timeout``).
             **engine_options: Passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`
                 (``pool_pre_ping``, ``max_overflow``, ``echo``, ``connect_args``, ...).
 
@@ -236,27 +319,53 @@ class SQLStore:
             A store that disposes of its engine in :meth:`aclose`.
 
         Raises:
-            ConfigurationError: The URL, table name or an option is invalid.
+            ConfigurationError: The URL, table name or an option is invalid, or an option is
+                given both in the URL and as a keyword argument.
             MissingExtraError: The URL's driver is not installed.
         """
         parsed = cls._parse_url(url)
-        _validate_table(table)
-        connect_timeout = _validate_seconds("connect_timeout", connect_timeout)
-        _validate_seconds("busy_timeout", busy_timeout)
-        if command_timeout is not None:
-            command_timeout = _validate_seconds("command_timeout", command_timeout)
-        if pool_size is not None:
-            if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-                raise ConfigurationError(
-                    f"pool_size must be a positive integer or None, got {pool_size!r}"
-                )
-            engine_options["pool_size"] = pool_size
+        url_options: dict[str, str] = {}
+        for name in _STORE_OPTIONS:
+            value = parsed.query.get(name)
+            if isinstance(value, tuple):
+                raise ConfigurationError(f"option {name!r} appears more than once in {url!r}")
+            if value is not None:
+                url_options[name] = value
+        parsed = parsed.difference_update_query(list(url_options))
+        keywords = {
+            "table": table,
+            "timeout": timeout,
+            "pool_size": pool_size,
+            "connect_timeout": connect_timeout,
+            "busy_timeout": busy_timeout,
+            "command_timeout": command_timeout,
+        }
+        options = combine_options(url, url_options, keywords)
+        table_name = _validate_table(options.get("table", DEFAULT_TABLE))
+        bound = check_seconds("timeout", options.get("timeout", DEFAULT_STORE_TIMEOUT))
+        assert bound is not None
+        busy = _driver_timeout("busy_timeout", options.get("busy_timeout"), bound)
+        connect = _driver_timeout("connect_timeout", options.get("connect_timeout"), bound)
+        command = _driver_timeout("command_timeout", options.get("command_timeout"), bound)
+        if "pool_size" in options:
+            engine_options["pool_size"] = _pool_size(options["pool_size"])
+        if not _in_memory(parsed):
+            # In-memory SQLite shares one connection (no pool to wait on); elsewhere waiting
+            # for a pooled connection is bounded like the rest of the call.
+            engine_options.setdefault("pool_timeout", bound)
 
         connect_args = dict(engine_options.pop("connect_args", None) or {})
         if parsed.drivername == "postgresql+asyncpg":
-            connect_args.setdefault("timeout", connect_timeout)
-            if command_timeout is not None:
-                connect_args.setdefault("command_timeout", command_timeout)
+            for name, seconds in (("timeout", connect), ("command_timeout", command)):
+                if name in connect_args:
+                    raise ConfigurationError(
+                        f"connect_args[{name!r}] is set by the store; give "
+                        f"{'connect_timeout' if name == 'timeout' else name} instead"
+                    )
+                connect_args[name] = seconds
+        elif "timeout" not in connect_args:
+            # sqlite3's own busy wait, in force until the connect hook sets busy_timeout.
+            connect_args["timeout"] = busy
         if connect_args:
             engine_options["connect_args"] = connect_args
 
@@ -272,7 +381,7 @@ class SQLStore:
             raise ConfigurationError(
                 f"invalid engine options for {parsed.drivername}: {exc}"
             ) from exc
-        return cls(engine, table=table, owns_engine=True, busy_timeout=busy_timeout)
+        return cls(engine, table=table_name, owns_engine=True, timeout=bound, busy_timeout=busy)
 
     @staticmethod
     def _parse_url(url: str) -> URL:
@@ -299,8 +408,46 @@ class SQLStore:
         """The SQLAlchemy table holding the entries."""
         return self._table
 
+    @property
+    def timeout(self) -> float:
+        """Seconds each call may take before it fails with ``StoreError``."""
+        return self._timeout
+
     def __repr__(self) -> str:
         return f"SQLStore(dialect={self._dialect!r}, table={self._table.name!r})"
+
+    # -- running statements --------------------------------------------------------------------
+
+    async def _run(
+        self,
+        operation: str,
+        target: str,
+        work: Callable[[AsyncConnection], Awaitable[_T]],
+        *,
+        write: bool,
+    ) -> _T:
+        """Run ``work`` on a connection (in a committed transaction when ``write``), creating
+        the table first if needed, within the store's timeout, translating every failure."""
+        self.check_open(operation)
+        what = (
+            f"{target} in table {self._table.name!r}" if target else f"table {self._table.name!r}"
+        )
+
+        async def attempt() -> _T:
+            with translate_errors(f"SQLStore {operation}", what, _DRIVER_ERRORS):
+                await self._ensure_table()
+                if write:
+                    async with self._engine.begin() as conn:
+                        return await work(conn)
+                async with self._engine.connect() as conn:
+                    return await work(conn)
+
+        try:
+            return await _within(self._timeout, attempt(), self._unwinding)
+        except asyncio.TimeoutError as exc:
+            raise StoreError(
+                f"SQLStore {operation} of {what} failed: no answer within {self._timeout:g} s"
+            ) from exc
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -310,21 +457,19 @@ class SQLStore:
         Raises:
             StoreError: The database could not be reached or the table could not be created.
         """
-        self._check_open("setup")
-        await self._ensure_table("setup")
 
-    async def _ensure_table(self, what: str) -> None:
+        async def nothing(conn: AsyncConnection) -> None:
+            return None
+
+        await self._run("setup", "", nothing, write=False)
+
+    async def _ensure_table(self) -> None:
         if self._ready:
             return
         async with self._setup_lock:
             if self._ready:
                 return
-            try:
-                await self._create_table()
-            except _DRIVER_ERRORS as exc:
-                raise StoreError(
-                    f"{self}: {what} failed while creating the table: {_first_line(exc)}"
-                ) from exc
+            await self._create_table()
             self._ready = True
 
     async def _create_table(self) -> None:
@@ -341,24 +486,6 @@ class SQLStore:
     def _has_table(self, conn: Connection) -> bool:
         return inspect(conn).has_table(self._table.name)
 
-    def _check_open(self, what: str) -> None:
-        if self._closed:
-            raise StoreError(f"{self}: {what} on a closed store")
-
-    @contextlib.asynccontextmanager
-    async def _connect(self, what: str, *, write: bool) -> AsyncIterator[AsyncConnection]:
-        """Yield a connection (in a committed transaction when ``write``), wrapping failures."""
-        await self._ensure_table(what)
-        try:
-            if write:
-                async with self._engine.begin() as conn:
-                    yield conn
-            else:
-                async with self._engine.connect() as conn:
-                    yield conn
-        except _DRIVER_ERRORS as exc:
-            raise StoreError(f"{self}: {what} failed: {_first_line(exc)}") from exc
-
     def _live(self, now: float) -> ColumnElement[bool]:
         expires_at = self._table.c.expires_at
         return or_(expires_at.is_(None), expires_at > now)
@@ -373,14 +500,15 @@ class SQLStore:
         """Return the value stored under ``key``, or ``None`` if absent or expired.
 
         Raises:
-            StoreError: The database failed.
+            StoreError: The database failed or did not answer in time.
         """
-        self._check_open("get")
         query = select(self._table.c.value).where(self._table.c.key == key, self._live(time.time()))
-        async with self._connect(f"get of key {_describe_key(key)}", write=False) as conn:
-            result = await conn.execute(query)
-            value: str | None = result.scalar_one_or_none()
-        return value
+
+        async def read(conn: AsyncConnection) -> str | None:
+            value: str | None = (await conn.execute(query)).scalar_one_or_none()
+            return value
+
+        return await self._run("get", f"key {_describe_key(key)}", read, write=False)
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return the values of ``keys`` in the same order, ``None`` for absent or expired keys.
@@ -389,25 +517,30 @@ class SQLStore:
 
         Raises:
             ConfigurationError: ``keys`` is a single string rather than a sequence of keys.
-            StoreError: The database failed.
+            StoreError: The database failed or did not answer in time.
         """
         if isinstance(keys, str):
             raise ConfigurationError("keys must be a sequence of keys, not a single string")
-        self._check_open("get_many")
+        self.check_open("get_many")
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return []
         now = time.time()
-        found: dict[str, str] = {}
-        what = f"get_many of {len(wanted)} keys starting with {_describe_key(wanted[0])}"
-        async with self._connect(what, write=False) as conn:
+        columns = self._table.c
+
+        async def read(conn: AsyncConnection) -> dict[str, str]:
+            found: dict[str, str] = {}
             for start in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[start : start + _IN_CHUNK]
-                query = select(self._table.c.key, self._table.c.value).where(
-                    self._table.c.key.in_(chunk), self._live(now)
+                query = select(columns.key, columns.value).where(
+                    columns.key.in_(chunk), self._live(now)
                 )
                 for row_key, row_value in await conn.execute(query):
                     found[row_key] = row_value
+            return found
+
+        target = f"{len(wanted)} keys starting with {_describe_key(wanted[0])}"
+        found = await self._run("get_many", target, read, write=False)
         return [found.get(key) for key in keys]
 
     async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
@@ -420,18 +553,16 @@ class SQLStore:
 
         Raises:
             ConfigurationError: ``ttl`` is not ``None`` or a positive number.
-            StoreError: The database failed.
+            StoreError: The database failed or did not answer in time.
         """
         ttl = validate_ttl(ttl)
-        self._check_open("set")
         expires_at = None if ttl is None else time.time() + ttl
         stmt = self._insert(key, value, expires_at)
         stmt = stmt.on_conflict_do_update(
             index_elements=[self._table.c.key],
             set_={"value": stmt.excluded.value, "expires_at": stmt.excluded.expires_at},
         )
-        async with self._connect(f"set of key {_describe_key(key)}", write=True) as conn:
-            await conn.execute(stmt)
+        await self._run("set", f"key {_describe_key(key)}", _rowcount(stmt), write=True)
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
         """Store ``value`` only if ``key`` holds nothing or only an expired entry.
@@ -450,13 +581,12 @@ class SQLStore:
 
         Raises:
             ConfigurationError: ``ttl`` is not ``None`` or a positive number.
-            StoreError: The database failed.
+            StoreError: The database failed or did not answer in time.
         """
         return await self._set_if_absent("set_if_absent", key, value, ttl)
 
     async def _set_if_absent(self, operation: str, key: str, value: str, ttl: float | None) -> bool:
         ttl = validate_ttl(ttl)
-        self._check_open(operation)
         now = time.time()
         expires_at = None if ttl is None else now + ttl
         existing_expiry = self._table.c.expires_at
@@ -466,10 +596,10 @@ class SQLStore:
             set_={"value": stmt.excluded.value, "expires_at": stmt.excluded.expires_at},
             where=and_(existing_expiry.is_not(None), existing_expiry <= now),
         )
-        async with self._connect(f"{operation} of key {_describe_key(key)}", write=True) as conn:
-            result = await conn.execute(stmt)
-            written: bool = result.rowcount == 1
-        return written
+        written = await self._run(
+            operation, f"key {_describe_key(key)}", _rowcount(stmt), write=True
+        )
+        return written == 1
 
     async def compare_and_set(
         self, key: str, expected: str | None, value: str, *, ttl: float | None = None
@@ -491,12 +621,11 @@ class SQLStore:
 
         Raises:
             ConfigurationError: ``ttl`` is not ``None`` or a positive number.
-            StoreError: The database failed.
+            StoreError: The database failed or did not answer in time.
         """
         if expected is None:
             return await self._set_if_absent("compare_and_set", key, value, ttl)
         ttl = validate_ttl(ttl)
-        self._check_open("compare_and_set")
         now = time.time()
         columns = self._table.c
         stmt = (
@@ -504,11 +633,10 @@ class SQLStore:
             .where(columns.key == key, columns.value == expected, self._live(now))
             .values(value=value, expires_at=None if ttl is None else now + ttl)
         )
-        what = f"compare_and_set of key {_describe_key(key)}"
-        async with self._connect(what, write=True) as conn:
-            result = await conn.execute(stmt)
-            written: bool = result.rowcount == 1
-        return written
+        written = await self._run(
+            "compare_and_set", f"key {_describe_key(key)}", _rowcount(stmt), write=True
+        )
+        return written == 1
 
     async def compare_and_delete(self, key: str, expected: str) -> bool:
         """Remove ``key`` only if it holds ``expected`` (and has not expired), atomically.
@@ -517,29 +645,25 @@ class SQLStore:
             ``True`` if this call deleted the entry, ``False`` otherwise.
 
         Raises:
-            StoreError: The database failed.
+            StoreError: The database failed or did not answer in time.
         """
-        self._check_open("compare_and_delete")
         columns = self._table.c
         stmt = delete(self._table).where(
             columns.key == key, columns.value == expected, self._live(time.time())
         )
-        what = f"compare_and_delete of key {_describe_key(key)}"
-        async with self._connect(what, write=True) as conn:
-            result = await conn.execute(stmt)
-            deleted: bool = result.rowcount == 1
-        return deleted
+        deleted = await self._run(
+            "compare_and_delete", f"key {_describe_key(key)}", _rowcount(stmt), write=True
+        )
+        return deleted == 1
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; deleting a missing key is not an error.
 
         Raises:
-            StoreError: The database failed.
+            StoreError: The database failed or did not answer in time.
         """
-        self._check_open("delete")
         stmt = delete(self._table).where(self._table.c.key == key)
-        async with self._connect(f"delete of key {_describe_key(key)}", write=True) as conn:
-            await conn.execute(stmt)
+        await self._run("delete", f"key {_describe_key(key)}", _rowcount(stmt), write=True)
 
     async def purge_expired(self) -> int:
         """Delete every expired row.
@@ -548,33 +672,37 @@ class SQLStore:
             How many rows were deleted.
 
         Raises:
-            StoreError: The database failed.
+            StoreError: The database failed or did not answer in time.
         """
-        self._check_open("purge_expired")
         expires_at = self._table.c.expires_at
         stmt = delete(self._table).where(expires_at.is_not(None), expires_at <= time.time())
-        async with self._connect("purge_expired", write=True) as conn:
-            result = await conn.execute(stmt)
-            deleted: int = result.rowcount
-        return deleted
+        return await self._run("purge_expired", "expired rows", _rowcount(stmt), write=True)
 
     # -- lifetime ------------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the store, disposing of the engine if the store owns it; idempotent."""
-        if self._closed:
+        """Close the store, disposing of the engine if the store owns it; idempotent.
+
+        Calls abandoned at the time bound are given up to ``timeout`` seconds to unwind first.
+        """
+        if not self.mark_closed():
             return
-        self._closed = True
+        if self._unwinding:
+            await asyncio.wait(set(self._unwinding), timeout=self._timeout)
         if self._owns_engine:
             await self._engine.dispose()
 
-    async def __aenter__(self) -> SQLStore:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+def _in_memory(url: URL) -> bool:
+    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def _rowcount(statement: Any) -> Callable[[AsyncConnection], Awaitable[int]]:
+    """Return work that executes ``statement`` and returns how many rows it changed."""
+
+    async def execute(conn: AsyncConnection) -> int:
+        result = await conn.execute(statement)
+        count: int = result.rowcount
+        return count
+
+    return execute
