@@ -7,6 +7,7 @@ what only Redis does: URL forms, key layout, ``PX`` expiry, ``SET NX``, ``MGET``
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,9 +19,11 @@ import slimcache_redis
 from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from slimcache_redis import RedisStore
 
 from slimcache import ConfigurationError, StoreError, open_store
+from slimcache.adapters import DEFAULT_STORE_TIMEOUT
 from tests.servers.redis_server import RedisServer, RedisStoreFactory
 
 pytestmark = [pytest.mark.servers, pytest.mark.timeout(60)]
@@ -132,6 +135,20 @@ async def test_open_store_finds_the_adapter_by_scheme(redis_server: RedisServer)
         assert await store.get("k") == "v"
 
 
+def test_socket_timeouts_default_to_half_the_call_timeout() -> None:
+    store = RedisStore.from_url("redis://127.0.0.1:1/0?timeout=3")
+    kwargs = store.client.connection_pool.connection_kwargs
+    assert store.timeout == 3.0
+    assert kwargs["socket_timeout"] == 1.5
+    assert kwargs["socket_connect_timeout"] == 1.5
+    default = RedisStore.from_url("redis://127.0.0.1:1/0")
+    assert default.timeout == DEFAULT_STORE_TIMEOUT
+    assert default.client.connection_pool.connection_kwargs["socket_timeout"] == (
+        DEFAULT_STORE_TIMEOUT / 2
+    )
+    assert RedisStore(store.client, timeout=0.25).timeout == 0.25
+
+
 def test_timeouts_and_pool_size_reach_the_client() -> None:
     store = RedisStore.from_url(
         "redis://127.0.0.1:1/0", socket_timeout=1.5, socket_connect_timeout=0.5, max_connections=7
@@ -156,6 +173,10 @@ def test_timeouts_and_pool_size_reach_the_client() -> None:
         ("redis://127.0.0.1:6379/0", {"socket_connect_timeout": -1}, "socket_connect_timeout"),
         ("redis://127.0.0.1:6379/0", {"max_connections": 0}, "max_connections"),
         ("redis://127.0.0.1:6379/0?max_connections=many", {}, "max_connections"),
+        ("redis://127.0.0.1:6379/0", {"timeout": 0}, "timeout"),
+        ("redis://127.0.0.1:6379/0?timeout=never", {}, "timeout"),
+        ("redis://127.0.0.1:6379/0", {"timeout": 2, "socket_timeout": 3}, "socket_timeout"),
+        ("redis://127.0.0.1:6379/0?socket_connect_timeout=9", {}, "socket_connect_timeout"),
     ],
 )
 def test_bad_url_or_option_is_a_configuration_error(
@@ -456,14 +477,45 @@ async def test_server_error_reply_is_a_store_error(
     assert "WRONGTYPE" in str(caught.value)
 
 
-async def test_value_that_is_not_utf8_is_a_store_error(
+@pytest.mark.parametrize("decode_responses", [False, True])
+async def test_bytes_that_are_not_utf8_read_as_text_with_a_warning(
+    redis_server: RedisServer,
+    raw: redis.asyncio.Redis,
+    caplog: pytest.LogCaptureFixture,
+    decode_responses: bool,
+) -> None:
+    client = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=decode_responses)
+    store = RedisStore(client, prefix=unique("foreign"))
+    try:
+        await raw.set(f"{store.prefix}binary", b"ok \xff\xfe\x00 end")
+        await store.set("text", "fine")
+        with caplog.at_level(logging.WARNING, logger="slimcache"):
+            got = await store.get("binary")
+        assert got == "ok \ufffd\ufffd\x00 end"
+        assert "binary" in caplog.text
+        assert "not UTF-8" in caplog.text
+        assert await store.get_many(["binary", "text", "missing"]) == [got, "fine", None]
+        # What get showed is what compare_and_set and compare_and_delete match against.
+        assert await store.compare_and_set("binary", "ok \ufffd\ufffd", "x") is False
+        assert await store.compare_and_set("binary", got, "repaired") is True
+        assert await raw.get(f"{store.prefix}binary") == b"repaired"
+        await raw.set(f"{store.prefix}binary", b"\xc3")
+        assert await store.compare_and_delete("binary", "\ufffd") is True
+        assert await raw.exists(f"{store.prefix}binary") == 0
+    finally:
+        await store.aclose()
+        await client.aclose()
+
+
+async def test_a_stored_replacement_character_is_matched_as_written(
     redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
-    await raw.set(f"{store.prefix}binary", b"\xff\xfe")
-    with pytest.raises(StoreError, match="'binary'") as caught:
-        await store.get("binary")
-    assert isinstance(caught.value.__cause__, UnicodeDecodeError)
+    await store.set("k", "real \ufffd")
+    assert await store.compare_and_set("k", "real \ufffd", "next") is True
+    assert await store.compare_and_set("k", "next", "real \ufffd") is True
+    assert await raw.get(f"{store.prefix}k") == "real \ufffd".encode()
+    assert await store.compare_and_delete("k", "real \ufffd") is True
 
 
 async def test_database_out_of_range_is_a_store_error(redis_server: RedisServer) -> None:
@@ -528,10 +580,13 @@ async def test_server_stopped_mid_run_then_restarted(
 
 
 def test_from_url_retries_a_bounded_number_of_times() -> None:
-    # A server that is down must fail fast, not be retried with growing back-off.
+    # A server that is down must fail fast, not be retried with growing back-off, and a
+    # server that does not answer is not asked again: that would double the call's time.
     store = RedisStore.from_url("redis://127.0.0.1:1/0")
     retry = store.client.connection_pool.connection_kwargs["retry"]
     assert 0 <= retry.get_retries() <= 1
+    assert RedisConnectionError in retry._supported_errors
+    assert not any(issubclass(error, RedisTimeoutError) for error in retry._supported_errors)
 
 
 # --- closing --------------------------------------------------------------------------------

@@ -4,27 +4,32 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.client import NEVER_DECODE
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from slimcache import ConfigurationError
+from slimcache import ConfigurationError, StoreError
 from slimcache.adapters import (
+    DEFAULT_STORE_TIMEOUT,
     ClosingStore,
     check_seconds,
     combine_options,
+    decode_value,
     positive_int,
     translate_errors,
     validate_ttl,
 )
 
 __all__ = ["RedisStore"]
+
+_T = TypeVar("_T")
 
 _SCHEMES = ("redis", "rediss", "unix")
 
@@ -33,9 +38,15 @@ _SCHEMES = ("redis", "rediss", "unix")
 _MAX_TTL_MS = 2**62
 
 # Values are UTF-8 on the wire. "surrogatepass" lets every Python str round-trip exactly,
-# including lone surrogates, which strict UTF-8 cannot encode.
+# including lone surrogates, which strict UTF-8 cannot encode. Bytes some other program wrote
+# that are not UTF-8 read back with replacement characters (decode_value), never as an error.
 _ENCODING = "utf-8"
 _ERRORS = "surrogatepass"
+_REPLACEMENT = "\ufffd"
+
+# Reads ask redis-py for raw bytes even from a client built with decode_responses=True, so
+# that such a client cannot fail on bytes that are not UTF-8: the store decodes them itself.
+_RAW = {NEVER_DECODE: True}
 
 # Errors raised by redis-py (and by the socket layer beneath it) that mean the store failed.
 # asyncio.TimeoutError is a separate class before Python 3.11.
@@ -70,9 +81,60 @@ return 0
 
 def _default_retry() -> Retry:
     # One quick retry replaces a pooled connection that went stale (server restarted, idle
-    # link dropped) without the caller noticing; a server that stays down fails at once
-    # instead of being retried for seconds.
-    return Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1)
+    # link dropped) without the caller noticing. A timeout is not retried: that would double
+    # the time a call may take, and a server that does not answer now will not a moment later.
+    return Retry(
+        ExponentialBackoff(cap=0.2, base=0.02), retries=1, supported_errors=(RedisConnectionError,)
+    )
+
+
+def _driver_timeout(name: str, value: object, timeout: float) -> float:
+    """Check a socket timeout; by default half the call bound (one connect, one reply)."""
+    if value is None:
+        return timeout / 2
+    seconds = check_seconds(name, value)
+    assert seconds is not None
+    if seconds > timeout:
+        raise ConfigurationError(
+            f"{name} ({seconds:g} s) must not exceed timeout ({timeout:g} s), which bounds "
+            "each call; raise timeout as well"
+        )
+    return seconds
+
+
+async def _within(seconds: float, call: Awaitable[_T]) -> _T:
+    """Await ``call`` for at most ``seconds``; past that, or when the caller is cancelled, the
+    call is cancelled and left to finish unwinding on its own, and this returns at once.
+
+    Raises:
+        asyncio.TimeoutError: The call did not finish in time.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=seconds)
+    except asyncio.CancelledError:
+        _abandon(task)
+        raise
+    if not done:
+        _abandon(task)
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+# Calls cancelled on timeout that are still unwinding, kept referenced until they finish.
+_UNWINDING: set[asyncio.Future[Any]] = set()
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    _UNWINDING.add(task)
+    task.add_done_callback(_forget)
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    _UNWINDING.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved, so it is never reported as unretrieved
 
 
 def _check_prefix(prefix: object) -> str:
@@ -99,7 +161,13 @@ def _ttl_ms(ttl: float | None) -> int | None:
 
 
 # Options of from_url that the store reads itself; every other query option goes to redis-py.
-_STORE_OPTIONS = ("prefix", "socket_timeout", "socket_connect_timeout", "max_connections")
+_STORE_OPTIONS = (
+    "prefix",
+    "timeout",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "max_connections",
+)
 
 
 def _split_query(url: str) -> tuple[str, dict[str, str]]:
@@ -141,16 +209,19 @@ class RedisStore(ClosingStore):
 
     Each entry is a Redis string under ``prefix + key``; TTLs use ``SET ... PX``, so Redis
     itself expires entries. Every driver error is raised as :class:`~slimcache.StoreError`
-    with the redis-py exception as its ``__cause__``.
+    with the redis-py exception as its ``__cause__``, and so is a call that gets no answer
+    within ``timeout`` seconds (a frozen or unreachable server), whatever the client's own
+    socket timeouts.
 
     Args:
         client: A ``redis.asyncio.Redis`` client. Either ``decode_responses`` setting works.
         prefix: Prepended to every key, so several applications can share one database.
         owns_client: When ``True``, :meth:`aclose` also closes ``client`` and its pool.
+        timeout: Seconds each call may take, end to end, before it fails with ``StoreError``.
 
     Raises:
-        ConfigurationError: ``client`` is not a ``redis.asyncio.Redis`` or ``prefix`` is not a
-            string.
+        ConfigurationError: ``client`` is not a ``redis.asyncio.Redis``, ``prefix`` is not a
+            string, or ``timeout`` is not a positive number of seconds.
 
     Example::
 
@@ -164,14 +235,18 @@ class RedisStore(ClosingStore):
         *,
         prefix: str = "",
         owns_client: bool = False,
+        timeout: float = DEFAULT_STORE_TIMEOUT,
     ) -> None:
         if not isinstance(client, redis.asyncio.Redis):
             raise ConfigurationError(
                 f"client must be a redis.asyncio.Redis, got {type(client).__name__}"
             )
+        seconds = check_seconds("timeout", timeout)
+        assert seconds is not None
         self._client = client
         self._prefix = _check_prefix(prefix)
         self._owns_client = bool(owns_client)
+        self._timeout = seconds
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
         self._compare_and_set = client.register_script(_COMPARE_AND_SET)
         self._compare_and_delete = client.register_script(_COMPARE_AND_DELETE)
@@ -182,6 +257,7 @@ class RedisStore(ClosingStore):
         url: str,
         *,
         prefix: str | None = None,
+        timeout: float | None = None,
         socket_timeout: float | None = None,
         socket_connect_timeout: float | None = None,
         max_connections: int | None = None,
@@ -191,14 +267,18 @@ class RedisStore(ClosingStore):
 
         Accepted forms: ``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
         ``unix:///path/to/redis.sock?db=0``. Every option may be given in the URL's query
-        (``redis://localhost/0?prefix=myapp:&socket_timeout=2``) or as a keyword argument, but
-        not both ways at once. Query options the store does not read go to redis-py.
+        (``redis://localhost/0?prefix=myapp:&timeout=2``) or as a keyword argument, but not
+        both ways at once. Query options the store does not read go to redis-py.
 
         Args:
             url: The Redis URL.
             prefix: Key prefix (default none).
-            socket_timeout: Seconds to wait for a reply before the operation fails (default 5).
-            socket_connect_timeout: Seconds to wait for a connection to open (default 5).
+            timeout: Seconds each call may take, end to end (default
+                :data:`~slimcache.adapters.DEFAULT_STORE_TIMEOUT`).
+            socket_timeout: Seconds to wait for a reply (default half of ``timeout``; at most
+                ``timeout``).
+            socket_connect_timeout: Seconds to wait for a connection to open (default half of
+                ``timeout``; at most ``timeout``).
             max_connections: Upper bound on the connection pool; ``None`` leaves redis-py's.
             **client_options: Passed to ``redis.asyncio.Redis.from_url`` (``password``,
                 ``ssl_ca_certs``, ``retry``, ``decode_responses``, ...).
@@ -220,12 +300,15 @@ class RedisStore(ClosingStore):
         client_url, url_options = _split_query(url)
         keywords: dict[str, Any] = {
             "prefix": prefix,
+            "timeout": timeout,
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": socket_connect_timeout,
             "max_connections": max_connections,
             **client_options,
         }
         merged = combine_options(url, url_options, keywords)
+        bound = check_seconds("timeout", merged.get("timeout", DEFAULT_STORE_TIMEOUT))
+        assert bound is not None
         options: dict[str, Any] = {"retry": _default_retry()}
         options.update(
             (name, value)
@@ -233,7 +316,7 @@ class RedisStore(ClosingStore):
             if name not in _STORE_OPTIONS and name not in url_options
         )
         for name in ("socket_timeout", "socket_connect_timeout"):
-            options[name] = check_seconds(name, merged.get(name, 5.0))
+            options[name] = _driver_timeout(name, merged.get(name), bound)
         if "max_connections" in merged:
             options["max_connections"] = _max_connections(merged["max_connections"])
         store_prefix = _check_prefix(merged.get("prefix", ""))
@@ -241,7 +324,7 @@ class RedisStore(ClosingStore):
             client = redis.asyncio.Redis.from_url(client_url, **options)
         except (ValueError, TypeError) as exc:
             raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
-        return cls(client, prefix=store_prefix, owns_client=True)
+        return cls(client, prefix=store_prefix, owns_client=True, timeout=bound)
 
     @property
     def client(self) -> redis.asyncio.Redis:
@@ -253,18 +336,47 @@ class RedisStore(ClosingStore):
         """The prefix prepended to every key."""
         return self._prefix
 
+    @property
+    def timeout(self) -> float:
+        """Seconds each call may take before it fails with ``StoreError``."""
+        return self._timeout
+
     def _key(self, key: str) -> bytes:
         return (self._prefix + _check_str("key", key)).encode(_ENCODING, _ERRORS)
 
-    @staticmethod
-    def _decode(raw: bytes | str | None) -> str | None:
-        if raw is None or isinstance(raw, str):
-            return raw
-        return raw.decode(_ENCODING, _ERRORS)
+    def _decode(self, raw: bytes | None, key: str) -> str | None:
+        if raw is None:
+            return None
+        return decode_value(raw, where=f"Redis key {self._prefix + key!r}")
 
-    def _errors(self, operation: str, what: str) -> AbstractContextManager[None]:
-        self.check_open(operation)
-        return translate_errors(f"Redis {operation}", what, _DRIVER_ERRORS)
+    def _raw(self, *command: bytes | str) -> Awaitable[Any]:
+        """Send ``command``, its reply left as bytes whatever the client's decode_responses."""
+        reply: Awaitable[Any] = self._client.execute_command(*command, **_RAW)  # type: ignore[no-untyped-call]
+        return reply
+
+    async def _stored_form(self, name: bytes, key: str, expected: str) -> bytes:
+        """Return the bytes ``key`` holds if they read back as ``expected``; else its encoding.
+
+        A value holding U+FFFD may be how :meth:`get` showed bytes that are not UTF-8; the
+        compare must then be against those very bytes, or no caller could ever replace them.
+        """
+        encoded = expected.encode(_ENCODING, _ERRORS)
+        if _REPLACEMENT not in expected:
+            return encoded
+        raw = await self._raw("GET", name)
+        if isinstance(raw, bytes) and self._decode(raw, key) == expected:
+            return raw
+        return encoded
+
+    async def _call(self, operation: str, what: str, call: Awaitable[_T]) -> _T:
+        """Await one redis-py call within the store's timeout, translating its failures."""
+        with translate_errors(f"Redis {operation}", what, _DRIVER_ERRORS):
+            try:
+                return await _within(self._timeout, call)
+            except asyncio.TimeoutError as exc:
+                raise StoreError(
+                    f"Redis {operation} of {what} failed: no answer within {self._timeout:g} s"
+                ) from exc
 
     async def get(self, key: str) -> str | None:
         """Return the value under ``key``, or ``None`` when it is absent or expired.
@@ -273,8 +385,9 @@ class RedisStore(ClosingStore):
             StoreError: Redis could not be reached or refused the command.
         """
         name = self._key(key)
-        with self._errors("GET", f"key {key!r}"):
-            return self._decode(await self._client.get(name))
+        self.check_open("GET")
+        raw = await self._call("GET", f"key {key!r}", self._raw("GET", name))
+        return self._decode(raw, key)
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return the values of ``keys`` in order, in one ``MGET`` round trip.
@@ -285,8 +398,13 @@ class RedisStore(ClosingStore):
         names = [self._key(key) for key in keys]
         if not names:
             return []
-        with self._errors("MGET", f"keys {_describe_keys(keys)}"):
-            return [self._decode(raw) for raw in await self._client.mget(names)]
+        self.check_open("MGET")
+        found = await self._call(
+            "MGET",
+            f"keys {_describe_keys(keys)}",
+            self._raw("MGET", *names),
+        )
+        return [self._decode(raw, key) for raw, key in zip(found, keys, strict=True)]
 
     async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
         """Store ``value`` under ``key``, replacing any previous value and TTL.
@@ -303,8 +421,8 @@ class RedisStore(ClosingStore):
         name = self._key(key)
         data = _check_str("value", value).encode(_ENCODING, _ERRORS)
         px = _ttl_ms(ttl)
-        with self._errors("SET", f"key {key!r}"):
-            await self._client.set(name, data, px=px)
+        self.check_open("SET")
+        await self._call("SET", f"key {key!r}", self._client.set(name, data, px=px))
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
         """Store ``value`` only if ``key`` holds nothing, atomically (``SET NX``).
@@ -319,48 +437,67 @@ class RedisStore(ClosingStore):
         name = self._key(key)
         data = _check_str("value", value).encode(_ENCODING, _ERRORS)
         px = _ttl_ms(ttl)
-        with self._errors("SET NX", f"key {key!r}"):
-            return bool(await self._client.set(name, data, px=px, nx=True))
+        self.check_open("SET NX")
+        written = await self._call(
+            "SET NX", f"key {key!r}", self._client.set(name, data, px=px, nx=True)
+        )
+        return bool(written)
 
     async def compare_and_set(
         self, key: str, expected: str | None, value: str, *, ttl: float | None = None
     ) -> bool:
         """Store ``value`` only if ``key`` holds ``expected`` (``None``: nothing), atomically.
 
-        A Lua script compares and writes in one step on the server.
+        A Lua script compares and writes in one step on the server. ``expected`` matches what
+        :meth:`get` returns, bytes that are not UTF-8 included.
 
         Returns:
             ``True`` if this call wrote the value, ``False`` if the key held something else.
 
         Raises:
-            ConfigurationError: ``ttl`` is not a positive number of seconds.
+            ConfigurationError: ``ttl`` is not a positive number of seconds, or ``value`` or
+                ``expected`` is not a string.
             StoreError: Redis could not be reached or refused the command.
         """
         name = self._key(key)
         data = _check_str("value", value).encode(_ENCODING, _ERRORS)
         px = _ttl_ms(ttl)
         expiry = b"" if px is None else str(px).encode()
-        if expected is None:
-            args = [b"0", b"", data, expiry]
-        else:
-            wanted = _check_str("expected", expected).encode(_ENCODING, _ERRORS)
-            args = [b"1", wanted, data, expiry]
-        with self._errors("compare-and-set", f"key {key!r}"):
-            return bool(await self._compare_and_set(keys=[name], args=args))
+        if expected is not None:
+            _check_str("expected", expected)
+        self.check_open("compare-and-set")
+
+        async def compare_and_set() -> Any:
+            if expected is None:
+                return await self._compare_and_set(keys=[name], args=[b"0", b"", data, expiry])
+            wanted = await self._stored_form(name, key, expected)
+            return await self._compare_and_set(keys=[name], args=[b"1", wanted, data, expiry])
+
+        written = await self._call("compare-and-set", f"key {key!r}", compare_and_set())
+        return bool(written)
 
     async def compare_and_delete(self, key: str, expected: str) -> bool:
         """Remove ``key`` only if it holds ``expected``, atomically (a Lua script).
+
+        ``expected`` matches what :meth:`get` returns, bytes that are not UTF-8 included.
 
         Returns:
             ``True`` if this call deleted the entry, ``False`` otherwise.
 
         Raises:
+            ConfigurationError: ``expected`` is not a string.
             StoreError: Redis could not be reached or refused the command.
         """
         name = self._key(key)
-        wanted = _check_str("expected", expected).encode(_ENCODING, _ERRORS)
-        with self._errors("compare-and-delete", f"key {key!r}"):
-            return bool(await self._compare_and_delete(keys=[name], args=[wanted]))
+        _check_str("expected", expected)
+        self.check_open("compare-and-delete")
+
+        async def compare_and_delete() -> Any:
+            wanted = await self._stored_form(name, key, expected)
+            return await self._compare_and_delete(keys=[name], args=[wanted])
+
+        deleted = await self._call("compare-and-delete", f"key {key!r}", compare_and_delete())
+        return bool(deleted)
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error.
@@ -369,8 +506,8 @@ class RedisStore(ClosingStore):
             StoreError: Redis could not be reached or refused the command.
         """
         name = self._key(key)
-        with self._errors("DEL", f"key {key!r}"):
-            await self._client.delete(name)
+        self.check_open("DEL")
+        await self._call("DEL", f"key {key!r}", self._client.delete(name))
 
     async def aclose(self) -> None:
         """Mark the store closed and, when it owns its client, close the client's connections.
