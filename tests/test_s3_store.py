@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import logging
 import socket
 import threading
 import time
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from slimcache_s3 import S3Store
 
 from slimcache import ConfigurationError, StoreError, open_store
+from slimcache.adapters import DEFAULT_STORE_TIMEOUT
 from tests.servers.s3_server import S3Server, S3StoreFactory, unique_bucket_name
 
 if TYPE_CHECKING:
@@ -137,11 +139,12 @@ async def test_from_url_takes_endpoint_and_region_from_the_query(
 def test_from_url_builds_the_client_config() -> None:
     store = S3Store.from_url(
         "s3://config-bucket?connect_timeout=1.5&read_timeout=3&max_attempts=4"
-        "&max_pool_connections=7&addressing_style=path&region=eu-west-1",
+        "&max_pool_connections=7&addressing_style=path&region=eu-west-1&timeout=25",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
     config: Any = store.client.meta.config  # the stubs leave its attributes out
+    assert store.timeout == 25.0
     assert config.connect_timeout == 1.5
     assert config.read_timeout == 3.0
     # botocore counts max_attempts as retries: four retries, five attempts in all.
@@ -152,21 +155,52 @@ def test_from_url_builds_the_client_config() -> None:
     assert store.prefix == ""
 
 
-def test_from_url_defaults_and_keyword_precedence() -> None:
+@pytest.mark.parametrize(
+    ("options", "connect", "read", "attempts"),
+    [
+        ({}, 2.5, 2.5, 1),
+        ({"timeout": 2}, 1.0, 1.0, 1),
+        ({"timeout": 6, "max_attempts": 2}, 1.0, 1.0, 3),
+        ({"timeout": 6, "read_timeout": 5}, 1.0, 5.0, 1),
+        ({"timeout": 6, "connect_timeout": 0.5}, 0.5, 5.5, 1),
+        ({"timeout": 4, "max_attempts": 1, "connect_timeout": 0.5, "read_timeout": 1}, 0.5, 1, 2),
+    ],
+)
+def test_client_timeouts_fit_in_the_call_timeout(
+    options: dict[str, Any], connect: float, read: float, attempts: int
+) -> None:
     store = S3Store.from_url(
-        "s3://config-bucket/p?read_timeout=3&region=eu-west-1",
-        read_timeout=9,
-        region_name="us-west-2",
+        "s3://config-bucket/p",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
+        region_name="us-east-1",
+        **options,
     )
-    config: Any = store.client.meta.config  # the stubs leave its attributes out
-    assert config.read_timeout == 9.0
-    assert config.connect_timeout == 5.0
-    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
+    config: Any = store.client.meta.config
+    assert store.timeout == options.get("timeout", DEFAULT_STORE_TIMEOUT)
+    assert (config.connect_timeout, config.read_timeout) == (connect, read)
+    assert config.retries == {"mode": "standard", "total_max_attempts": attempts}
+    assert attempts * (config.connect_timeout + config.read_timeout) <= store.timeout
     assert config.max_pool_connections == 10
-    assert store.client.meta.region_name == "us-west-2"
     assert store.prefix == "p/"
+
+
+@pytest.mark.parametrize(
+    ("query", "keyword"),
+    [
+        ("read_timeout=3", {"read_timeout": 9}),
+        ("region=eu-west-1", {"region_name": "us-west-2"}),
+        ("region_name=eu-west-1", {"region_name": "eu-west-1"}),
+        ("timeout=2", {"timeout": 2}),
+        ("endpoint_url=http://127.0.0.1:9", {"endpoint_url": "http://127.0.0.1:9"}),
+    ],
+)
+def test_an_option_in_the_url_and_as_a_keyword_is_a_configuration_error(
+    query: str, keyword: dict[str, Any]
+) -> None:
+    name = next(iter(keyword))
+    with pytest.raises(ConfigurationError, match=f"{name}.*both in the URL"):
+        S3Store.from_url(f"s3://config-bucket?{query}", **keyword)
 
 
 @pytest.mark.parametrize(
@@ -205,6 +239,12 @@ def test_from_url_defaults_and_keyword_precedence() -> None:
         ("s3://bucket", {"aws_secret": "x"}, "aws_secret"),
         ("s3://bucket", {"config": "fast"}, "config"),
         ("s3://bucket", {"profile_name": 3}, "profile_name"),
+        ("s3://bucket?timeout=0", {}, "timeout"),
+        ("s3://bucket", {"timeout": "soon"}, "timeout"),
+        ("s3://bucket", {"timeout": 5, "read_timeout": 6}, "must fit in timeout"),
+        ("s3://bucket", {"timeout": 5, "connect_timeout": 5}, "must fit in timeout"),
+        ("s3://bucket", {"timeout": 2, "max_attempts": 3, "read_timeout": 0.5}, "must fit"),
+        ("s3://bucket", {"timeout": 1, "connect_timeout": 0.6, "read_timeout": 0.6}, "must fit"),
     ],
 )
 def test_from_url_rejects_bad_configuration(url: str, options: dict[str, Any], names: str) -> None:
@@ -252,7 +292,7 @@ STORE_KEYS = st.one_of(
 PREFIXES = st.sampled_from(["", "cache/", "deep/nested/prefix/", "日本/", "p" * 900])
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(key=STORE_KEYS, prefix=PREFIXES)
 def test_object_key_is_safe_and_reversible(key: str, prefix: str) -> None:
     name = offline_store(prefix).object_key(key)
@@ -269,7 +309,7 @@ def test_object_key_is_safe_and_reversible(key: str, prefix: str) -> None:
         assert len(quote(key, safe="", errors="surrogatepass")) + len(name) - len(rest) > 1022
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(keys=st.lists(STORE_KEYS, unique=True, min_size=2, max_size=12), prefix=PREFIXES)
 def test_distinct_keys_never_share_an_object_key(keys: list[str], prefix: str) -> None:
     store = offline_store(prefix)
@@ -277,6 +317,7 @@ def test_distinct_keys_never_share_an_object_key(keys: list[str], prefix: str) -
     assert len(set(names)) == len(keys)
 
 
+@settings(deadline=None)
 @given(key=STORE_KEYS)
 def test_a_key_never_collides_with_its_own_encoding(key: str) -> None:
     store = offline_store("")
@@ -312,13 +353,59 @@ async def test_values_round_trip_exactly(s3_store_factory: S3StoreFactory) -> No
     assert await store.get_many([f"v{index}" for index in range(len(values))]) == values
 
 
-async def test_object_not_written_by_the_store_is_an_error(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client
+async def test_object_not_written_by_the_store_reads_as_its_content(
+    s3_store_factory: S3StoreFactory, raw_client: S3Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = await s3_store_factory()
     raw_client.put_object(Bucket=store.bucket, Key=store.object_key("foreign"), Body=b"plain")
-    with pytest.raises(StoreError, match="not written by"):
-        await store.get("foreign")
+    raw_client.put_object(
+        Bucket=store.bucket, Key=store.object_key("binary"), Body=b"bytes \xff\xfe end"
+    )
+    with caplog.at_level(logging.WARNING):
+        assert await store.get("foreign") == "plain"
+        assert await store.get("binary") == "bytes \ufffd\ufffd end"
+    assert "not written by slimcache's S3Store" in caplog.text
+    assert "not UTF-8" in caplog.text
+    assert await store.get_many(["foreign", "binary"]) == ["plain", "bytes \ufffd\ufffd end"]
+    # What get shows is what compare_and_set and compare_and_delete match against.
+    assert await store.compare_and_set("foreign", "plain", "replaced") is True
+    assert await store.get("foreign") == "replaced"
+    assert await store.compare_and_delete("binary", "bytes \ufffd\ufffd end") is True
+    assert await store.get("binary") is None
+
+
+async def test_value_bytes_that_are_not_utf8_after_the_header(
+    s3_store_factory: S3StoreFactory, raw_client: S3Client
+) -> None:
+    store = await s3_store_factory()
+    header = b"slimcache-s3/1 " + b"0" * 32 + b"\n"
+    raw_client.put_object(Bucket=store.bucket, Key=store.object_key("k"), Body=header + b"\xc3")
+    assert await store.get("k") == "\ufffd"
+    assert await store.compare_and_set("k", "\ufffd", "fixed") is True
+    assert await store.get("k") == "fixed"
+
+
+@pytest.mark.parametrize("expires_at", ["soon", "", "nan", "1e9999x"])
+async def test_malformed_expiry_metadata_means_no_expiry(
+    s3_store_factory: S3StoreFactory,
+    raw_client: S3Client,
+    caplog: pytest.LogCaptureFixture,
+    expires_at: str,
+) -> None:
+    store = await s3_store_factory()
+    await store.set("k", "kept")
+    name = store.object_key("k")
+    body = raw_client.get_object(Bucket=store.bucket, Key=name)["Body"].read()
+    raw_client.put_object(
+        Bucket=store.bucket, Key=name, Body=body, Metadata={"expires-at": expires_at}
+    )
+    with caplog.at_level(logging.WARNING):
+        assert await store.get("k") == "kept"
+    assert "malformed x-amz-meta-expires-at" in caplog.text
+    assert await store.set_if_absent("k", "intruder") is False
+    assert await store.compare_and_set("k", None, "intruder") is False
+    assert await store.compare_and_set("k", "kept", "next") is True
+    assert await store.get("k") == "next"
 
 
 # -- TTL ----------------------------------------------------------------------------------------
@@ -610,6 +697,23 @@ async def test_calls_run_in_worker_threads(s3_store_factory: S3StoreFactory) -> 
     assert ticks >= 1
     assert request_threads
     assert loop_thread not in request_threads
+    # The store's own threads, not the event loop's default executor.
+    names = {thread.name for thread in threading.enumerate() if thread.ident in request_threads}
+    assert names
+    assert all(name.startswith("slimcache-s3") for name in names)
+
+
+async def test_aclose_stops_the_store_threads(s3_store_factory: S3StoreFactory) -> None:
+    store = await s3_store_factory()
+    await store.set("k", "v")
+    assert any(thread.name.startswith("slimcache-s3") for thread in threading.enumerate())
+    own = [thread for thread in threading.enumerate() if thread.name.startswith("slimcache-s3")]
+    await store.aclose()
+    for thread in own:
+        thread.join(HANG_GUARD)
+    assert not any(thread.is_alive() for thread in own)
+    with pytest.raises(StoreError, match="closed"):
+        await store.get("k")
 
 
 # -- errors ----------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ Fixtures:
         (``http://127.0.0.1:<port>``), ``region`` (``us-east-1``), ``client_options`` (the
         keywords that give a boto3 client or ``S3Store.from_url`` the endpoint, region and
         credentials), ``client()`` (a new boto3 S3 client), ``create_bucket()``, and
-        ``stop()`` / ``start()`` for fault tests.
+        ``stop()`` / ``start()`` and ``freeze()`` / ``thaw()`` (SIGSTOP / SIGCONT)
+        for fault tests.
     s3_store_factory: Async ``make(**options) -> S3Store``; every store gets a bucket of its
         own, created before use, unless ``bucket`` is given. Other options go to
         ``S3Store.from_url``. Every store is closed at teardown.
@@ -28,6 +29,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -234,6 +236,29 @@ class S3Server:
         except subprocess.TimeoutExpired:
             self._kill()
 
+    @property
+    def pid(self) -> int:
+        """Process id of the running server.
+
+        Raises:
+            RuntimeError: The server is not running.
+        """
+        if self._process is None or self._process.poll() is not None:
+            raise RuntimeError("the server is not running")
+        return self._process.pid
+
+    def freeze(self) -> None:
+        """Stop the server process (SIGSTOP): connections stay open and nothing answers.
+
+        Always pair with :meth:`thaw` (in a ``finally``).
+        """
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let a frozen server run again (SIGCONT); harmless when it is not frozen."""
+        if self.running:
+            os.kill(self.pid, signal.SIGCONT)
+
     def _kill(self) -> None:
         if self._process is None:
             return
@@ -275,10 +300,8 @@ async def s3_store_factory(s3_server: S3Server) -> AsyncIterator[S3StoreFactory]
             bucket = await asyncio.to_thread(s3_server.create_bucket)
         for name, value in s3_server.client_options.items():
             options.setdefault(name, value)
-        # Small timeouts and one retry: a dead endpoint must fail a test quickly.
-        options.setdefault("connect_timeout", 2.0)
-        options.setdefault("read_timeout", 10.0)
-        options.setdefault("max_attempts", 2)
+        # The store's timeout (5 s unless given) bounds every call, so a dead endpoint fails a
+        # test quickly; the client's connect and read timeouts are derived from it.
         store = S3Store.from_url(f"s3://{bucket}", **options)
         made.append(store)
         return store

@@ -11,8 +11,9 @@ The object key is ``<prefix><marker><rest>``:
   The marker differs, so a hashed key can never equal a short key's encoding.
 
 The body of every object is a one-line header carrying a random write id, then the value in
-UTF-8. The write id makes each write's ETag unique even when two writes store the same value,
-which the conditional writes in ``set_if_absent`` rely on (S3's ETag is the MD5 of the body).
+UTF-8 (``surrogatepass``). The write id makes each write's ETag unique even when two writes
+store the same value, which the conditional writes in ``set_if_absent`` and
+``compare_and_set`` rely on (S3's ETag is the MD5 of the body).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from slimcache import ConfigurationError
 
 __all__ = [
     "MAX_OBJECT_KEY_BYTES",
-    "decode_body",
+    "body_value",
     "encode_body",
     "object_key",
     "validate_prefix",
@@ -89,11 +90,8 @@ def encode_body(value: str) -> bytes:
     return _BODY_MAGIC + write_id + b"\n" + value.encode("utf-8", "surrogatepass")
 
 
-def decode_body(body: bytes) -> str | None:
-    """Return the value an object body holds, or ``None`` when it is not in this layout."""
+def body_value(body: bytes) -> bytes | None:
+    """Return the value bytes of an object body, or ``None`` when it is not in this layout."""
     if not body.startswith(_BODY_MAGIC) or body[_HEADER_LENGTH - 1 : _HEADER_LENGTH] != b"\n":
         return None
-    try:
-        return body[_HEADER_LENGTH:].decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        return None
+    return body[_HEADER_LENGTH:]

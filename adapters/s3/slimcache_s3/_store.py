@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import logging
 import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from slimcache import ConfigurationError, StoreError
-from slimcache._store import validate_ttl
-from slimcache_s3._keys import decode_body, encode_body, object_key, validate_prefix
+from slimcache.adapters import (
+    DEFAULT_STORE_TIMEOUT,
+    ClosingStore,
+    check_seconds,
+    combine_options,
+    decode_value,
+    translate_errors,
+    validate_ttl,
+)
+from slimcache_s3._keys import body_value, encode_body, object_key, validate_prefix
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -30,9 +40,9 @@ _T = TypeVar("_T")
 # Stored as the object's user metadata: the header x-amz-meta-expires-at, Unix seconds.
 EXPIRES_AT = "expires-at"
 
-DEFAULT_CONNECT_TIMEOUT = 5.0
-DEFAULT_READ_TIMEOUT = 10.0
-DEFAULT_MAX_ATTEMPTS = 2
+# No retries by default: the time bound is spent on one attempt, and a retried conditional
+# write can report as lost a write its first attempt made.
+DEFAULT_MAX_ATTEMPTS = 0
 DEFAULT_MAX_POOL_CONNECTIONS = 10
 
 # Current S3 naming rules for general purpose buckets.
@@ -44,6 +54,7 @@ _REGION = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 # Query options of an s3:// URL, and the from_url keyword each one fills.
 _URL_OPTIONS = {
+    "timeout": "timeout",
     "endpoint_url": "endpoint_url",
     "region": "region_name",
     "region_name": "region_name",
@@ -81,19 +92,6 @@ def validate_bucket_name(bucket: object) -> str:
     if bucket.startswith(_RESERVED_BUCKET_PREFIXES) or bucket.endswith(_RESERVED_BUCKET_SUFFIXES):
         raise ConfigurationError(f"bucket uses a prefix or suffix S3 reserves, got {bucket!r}")
     return bucket
-
-
-def _positive_seconds(name: str, value: object) -> float:
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{name} must be a number of seconds, got {type(value).__name__}")
-    if not value > 0 or not math.isfinite(value):
-        raise ConfigurationError(f"{name} must be a positive, finite number, got {value!r}")
-    return float(value)
 
 
 def _integer(name: str, value: object, *, minimum: int) -> int:
@@ -172,18 +170,25 @@ class _Read(NamedTuple):
     expired: bool
 
 
-class S3Store:
+class S3Store(ClosingStore):
     """A store keeping each key in one S3 object, for S3 and S3-compatible servers.
 
-    Every boto3 call runs in a worker thread (``asyncio.to_thread``), so the event loop never
-    waits on the network. Keys may hold any characters: they are percent-encoded (or hashed
-    when long) into object keys under ``prefix``, see :meth:`object_key`. A TTL is kept in the
-    object's metadata (``x-amz-meta-expires-at``, Unix seconds) and checked on every read; an
-    expired object reads as absent and is deleted on that read. S3 never removes it by itself,
-    so a bucket lifecycle rule is the way to bound storage for keys never read again.
+    Every boto3 call runs on a thread pool the store owns (as many threads as the client has
+    connections), so the event loop never waits on the network and a stuck endpoint cannot
+    starve the loop's default executor, which other code shares. Each call fails with
+    :class:`~slimcache.StoreError` after ``timeout`` seconds without an answer, whatever the
+    client's own timeouts; a thread still waiting on the network then finishes on its own.
 
-    ``set_if_absent`` uses conditional writes (``If-None-Match: *``, and ``If-Match`` to take
-    over an expired object), which AWS S3 has honoured since 2024.
+    Keys may hold any characters: they are percent-encoded (or hashed when long) into object
+    keys under ``prefix``, see :meth:`object_key`. A TTL is kept in the object's metadata
+    (``x-amz-meta-expires-at``, Unix seconds) and checked on every read; an expired object
+    reads as absent and is deleted on that read. S3 never removes it by itself, so a bucket
+    lifecycle rule is the way to bound storage for keys never read again. An object some other
+    program wrote reads as its content decoded as UTF-8 (with a warning), never as an error.
+
+    ``set_if_absent``, ``compare_and_set`` and ``compare_and_delete`` use conditional requests
+    (``If-None-Match: *``, and ``If-Match`` on the ETag just read), which AWS S3 has honoured
+    since 2024.
 
     Args:
         client: A boto3 S3 client. :meth:`aclose` closes it.
@@ -192,10 +197,11 @@ class S3Store:
             folder), so several stores can share a bucket.
         clock: Wall clock in Unix seconds, compared with the stored expiry times; replaceable
             in tests.
+        timeout: Seconds each call may take, end to end, before it fails with ``StoreError``.
 
     Raises:
-        ConfigurationError: The bucket name or prefix is invalid, or ``client`` is not an S3
-            client.
+        ConfigurationError: The bucket name, prefix or timeout is invalid, or ``client`` is
+            not an S3 client.
     """
 
     def __init__(
@@ -205,6 +211,7 @@ class S3Store:
         *,
         prefix: str = "",
         clock: Callable[[], float] = time.time,
+        timeout: float = DEFAULT_STORE_TIMEOUT,
     ) -> None:
         for method in ("get_object", "put_object", "head_object", "delete_object", "close"):
             if not callable(getattr(client, method, None)):
@@ -212,14 +219,20 @@ class S3Store:
                     f"client must be a boto3 S3 client, got {type(client).__name__} "
                     f"(it has no {method}())"
                 )
+        bound = check_seconds("timeout", timeout)
+        assert bound is not None
         self._client = client
         self._bucket = validate_bucket_name(bucket)
         self._prefix = validate_prefix(prefix)
         self._clock = clock
+        self._timeout = bound
         config = getattr(getattr(client, "meta", None), "config", None)
         pool = getattr(config, "max_pool_connections", None)
         self._concurrency = pool if isinstance(pool, int) and pool > 0 else 10
-        self._closed = False
+        # One thread per pooled connection: more could only wait for a connection.
+        self._executor = ThreadPoolExecutor(
+            max_workers=self._concurrency, thread_name_prefix="slimcache-s3"
+        )
 
     @classmethod
     def from_url(
@@ -227,6 +240,7 @@ class S3Store:
         url: str,
         *,
         prefix: str | None = None,
+        timeout: float | None = None,
         endpoint_url: str | None = None,
         region_name: str | None = None,
         connect_timeout: float | None = None,
@@ -240,23 +254,32 @@ class S3Store:
         """Build a store and its boto3 client from ``s3://bucket/prefix?option=value&...``.
 
         The URL's path, if any, becomes the prefix (with a trailing ``/``). Its query may hold
-        ``endpoint_url``, ``region`` (or ``region_name``), ``connect_timeout``,
+        ``timeout``, ``endpoint_url``, ``region`` (or ``region_name``), ``connect_timeout``,
         ``read_timeout``, ``max_attempts``, ``max_pool_connections`` and ``addressing_style``;
-        a keyword argument wins over the same option in the URL. Credentials never go in the
-        URL: pass them as keywords, or let boto3 find them (environment, profile, role).
+        giving one of them both in the URL and as a keyword argument is an error. Credentials
+        never go in the URL: pass them as keywords, or let boto3 find them (environment,
+        profile, role).
+
+        The connect and read timeouts of every attempt add up to at most ``timeout``, so a
+        thread talking to a stuck endpoint gives up within the bound too (boto3's back-off
+        between retries comes on top, when ``max_attempts`` asks for retries).
 
         Args:
             url: For example ``s3://my-bucket/summaries?region=eu-west-1`` or
                 ``s3://cache?endpoint_url=http://127.0.0.1:9000`` for an S3-compatible server.
             prefix: Object-key prefix, used as given; replaces the URL's path.
+            timeout: Seconds each call may take, end to end (default
+                :data:`~slimcache.adapters.DEFAULT_STORE_TIMEOUT`).
             endpoint_url: Server to talk to instead of AWS (MinIO, moto, Ceph, ...).
             region_name: AWS region.
-            connect_timeout: Seconds to wait for a connection (default 5).
-            read_timeout: Seconds to wait for a response (default 10).
+            connect_timeout: Seconds to wait for a connection (default: half of what each
+                attempt may take, ``timeout / (max_attempts + 1)``).
+            read_timeout: Seconds to wait for a response (default: the rest of each attempt's
+                share).
             max_attempts: Retries after a failed first attempt, in botocore's ``standard``
-                retry mode (botocore's ``max_attempts``; default 2, ``0`` for none).
-            max_pool_connections: Size of the connection pool, which also bounds how many
-                reads :meth:`get_many` runs at once (default 10).
+                retry mode (botocore's ``max_attempts``; default 0).
+            max_pool_connections: Size of the connection pool and of the store's thread pool,
+                which also bounds how many reads :meth:`get_many` runs at once (default 10).
             addressing_style: ``"auto"``, ``"path"`` or ``"virtual"`` bucket addressing.
             profile_name: A profile of the shared AWS config files.
             **client_options: ``aws_access_key_id``, ``aws_secret_access_key``,
@@ -264,7 +287,9 @@ class S3Store:
                 ``botocore.config.Config`` merged over the one built from the options above).
 
         Raises:
-            ConfigurationError: The URL, an option or the bucket name is invalid.
+            ConfigurationError: The URL, an option or the bucket name is invalid, an option is
+                given both ways, or the connect and read timeouts of all attempts exceed
+                ``timeout``.
         """
         if not isinstance(url, str):
             raise ConfigurationError(f"store URL must be a string, got {type(url).__name__}")
@@ -288,6 +313,7 @@ class S3Store:
             )
 
         keywords: dict[str, object] = {
+            "timeout": timeout,
             "endpoint_url": endpoint_url,
             "region_name": region_name,
             "connect_timeout": connect_timeout,
@@ -300,37 +326,38 @@ class S3Store:
             pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
         except ValueError:
             raise ConfigurationError(f"malformed query in store URL {url!r}") from None
-        seen: set[str] = set()
+        url_options: dict[str, str] = {}
         for name, value in pairs:
             target = _URL_OPTIONS.get(name)
             if target is None:
                 known = ", ".join(sorted(_URL_OPTIONS))
                 raise ConfigurationError(f"unknown s3:// option {name!r} (known: {known})")
-            if target in seen:
+            if target in url_options:
                 raise ConfigurationError(f"s3:// option {name!r} is given twice")
-            seen.add(target)
-            if keywords[target] is None:
-                keywords[target] = value
+            url_options[target] = value
+        options = combine_options(url, url_options, keywords)
 
         unknown = sorted(set(client_options) - _CLIENT_OPTIONS - {"config"})
         if unknown:
             known = ", ".join(sorted(_CLIENT_OPTIONS | {"config", "profile_name"}))
             raise ConfigurationError(f"unknown S3Store option {unknown[0]!r} (known: {known})")
 
-        config_options = _client_config(keywords)
+        bound = check_seconds("timeout", options.get("timeout", DEFAULT_STORE_TIMEOUT))
+        assert bound is not None
+        config_options = _client_config(options, bound)
         extra_config = client_options.pop("config", None)
         boto_kwargs: dict[str, Any] = dict(client_options)
-        if keywords["endpoint_url"] is not None:
-            boto_kwargs["endpoint_url"] = _endpoint(keywords["endpoint_url"])
-        if keywords["region_name"] is not None:
-            boto_kwargs["region_name"] = _region(keywords["region_name"])
+        if "endpoint_url" in options:
+            boto_kwargs["endpoint_url"] = _endpoint(options["endpoint_url"])
+        if "region_name" in options:
+            boto_kwargs["region_name"] = _region(options["region_name"])
         if profile_name is not None and not isinstance(profile_name, str):
             raise ConfigurationError(
                 f"profile_name must be a string, got {type(profile_name).__name__}"
             )
         validate_prefix(prefix)
         client = _make_client(config_options, extra_config, profile_name, boto_kwargs)
-        return cls(client, bucket, prefix=prefix)
+        return cls(client, bucket, prefix=prefix, timeout=bound)
 
     @property
     def bucket(self) -> str:
@@ -492,23 +519,23 @@ class S3Store:
             lambda: self._client.delete_object(Bucket=self._bucket, Key=name),
         )
 
+    @property
+    def timeout(self) -> float:
+        """Seconds each call may take before it fails with ``StoreError``."""
+        return self._timeout
+
     async def aclose(self) -> None:
-        """Close the boto3 client's connections; the store is unusable afterwards."""
-        if self._closed:
+        """Stop the store's threads and close the boto3 client; the store is unusable afterwards.
+
+        Calls still under way are not waited for: their threads end when the client's own
+        timeouts run out at the latest.
+        """
+        if not self.mark_closed():
             return
-        self._closed = True
+        self._executor.shutdown(wait=False)
+        # Closing the client's connection pools is quick; it goes through a thread all the
+        # same, as every other boto3 call does.
         await asyncio.to_thread(self._client.close)
-
-    async def __aenter__(self) -> S3Store:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"S3Store(bucket={self._bucket!r}, prefix={self._prefix!r})"
@@ -526,13 +553,21 @@ class S3Store:
         return name, encode_body(value), metadata
 
     async def _run(self, operation: str, key: str, name: str, call: Callable[[], _T]) -> _T:
+        """Run ``call`` on the store's threads within the store's timeout."""
+        self.check_open(operation)
         where = f"key {_short(key)} (object {name!r} in bucket {self._bucket!r})"
-        if self._closed:
-            raise StoreError(f"S3 {operation} of {where} failed: the store is closed")
-        try:
-            return await asyncio.to_thread(call)
-        except (BotoCoreError, ClientError) as exc:
-            raise StoreError(f"S3 {operation} of {where} failed: {exc}") from exc
+        with translate_errors(f"S3 {operation}", where, (BotoCoreError, ClientError)):
+            try:
+                context = contextvars.copy_context()
+                work = asyncio.get_running_loop().run_in_executor(
+                    self._executor, functools.partial(context.run, call)
+                )
+                # Cancelling the wait returns at once; the thread finishes on its own.
+                return await asyncio.wait_for(work, self._timeout)
+            except asyncio.TimeoutError as exc:
+                raise StoreError(
+                    f"S3 {operation} of {where} failed: no answer within {self._timeout:g} s"
+                ) from exc
 
     def _expired(self, metadata: Mapping[str, str], name: str) -> bool:
         raw = metadata.get(EXPIRES_AT)
@@ -541,11 +576,32 @@ class S3Store:
         try:
             expires_at = float(raw)
         except ValueError:
-            raise StoreError(
-                f"object {name!r} in bucket {self._bucket!r} has a malformed "
-                f"x-amz-meta-{EXPIRES_AT}: {raw!r}"
-            ) from None
+            expires_at = math.nan
+        if math.isnan(expires_at):
+            # Some other program wrote it: keep the object rather than fail every read of it.
+            _log.warning(
+                "object %r in bucket %r has a malformed x-amz-meta-%s %r; treating it as "
+                "never expiring",
+                name,
+                self._bucket,
+                EXPIRES_AT,
+                raw,
+            )
+            return False
         return expires_at <= self._clock()
+
+    def _decode(self, key: str, name: str, body: bytes) -> str:
+        """The value an object holds: after the header this store writes, else the whole body."""
+        where = f"object {name!r} in bucket {self._bucket!r} (key {_short(key)})"
+        raw = body_value(body)
+        if raw is None:
+            _log.warning(
+                "%s was not written by slimcache's S3Store (no header line); reading its "
+                "whole content as the value",
+                where,
+            )
+            raw = body
+        return decode_value(raw, where=where)
 
     def _read_sync(self, key: str, name: str) -> _Read | None:
         """Read the object under ``name``; ``None`` when there is none."""
@@ -558,13 +614,7 @@ class S3Store:
         with response["Body"] as stream:
             body = stream.read()
         expired = self._expired(response.get("Metadata", {}), name)
-        value = decode_body(body)
-        if value is None:
-            raise StoreError(
-                f"object {name!r} in bucket {self._bucket!r} (key {_short(key)}) was not "
-                "written by slimcache's S3Store"
-            )
-        return _Read(value, response["ETag"], expired)
+        return _Read(self._decode(key, name, body), response["ETag"], expired)
 
     def _get_sync(self, key: str, name: str) -> str | None:
         found = self._read_sync(key, name)
@@ -654,39 +704,50 @@ class S3Store:
         return False
 
 
-def _client_config(keywords: Mapping[str, object]) -> dict[str, Any]:
-    """Validate the connection options and return the ``botocore.config.Config`` arguments."""
-    connect = keywords["connect_timeout"]
-    read = keywords["read_timeout"]
-    attempts = keywords["max_attempts"]
-    pool = keywords["max_pool_connections"]
-    style = keywords["addressing_style"]
-    options: dict[str, Any] = {
-        "connect_timeout": _positive_seconds(
-            "connect_timeout", DEFAULT_CONNECT_TIMEOUT if connect is None else connect
-        ),
-        "read_timeout": _positive_seconds(
-            "read_timeout", DEFAULT_READ_TIMEOUT if read is None else read
-        ),
-        "retries": {
-            "max_attempts": _integer(
-                "max_attempts", DEFAULT_MAX_ATTEMPTS if attempts is None else attempts, minimum=0
-            ),
-            "mode": "standard",
-        },
+def _client_config(options: Mapping[str, object], timeout: float) -> dict[str, Any]:
+    """Validate the connection options and return the ``botocore.config.Config`` arguments.
+
+    Each attempt gets ``timeout / attempts`` seconds, split between connecting and reading
+    unless the caller set one or both.
+    """
+    retries = _integer("max_attempts", options.get("max_attempts", DEFAULT_MAX_ATTEMPTS), minimum=0)
+    share = timeout / (retries + 1)
+    connect = options.get("connect_timeout")
+    read = options.get("read_timeout")
+    connect_seconds = None if connect is None else check_seconds("connect_timeout", connect)
+    read_seconds = None if read is None else check_seconds("read_timeout", read)
+    if connect_seconds is None:
+        connect_seconds = share / 2 if read_seconds is None else share - read_seconds
+    if read_seconds is None:
+        read_seconds = share - connect_seconds
+    if (
+        connect_seconds <= 0
+        or read_seconds <= 0
+        or connect_seconds + read_seconds > share * (1 + 1e-9)
+    ):
+        raise ConfigurationError(
+            f"connect_timeout + read_timeout ({connect!r} + {read!r} s) of each of the "
+            f"{retries + 1} attempts (max_attempts={retries} retries) must fit in "
+            f"timeout ({timeout:g} s): raise timeout or lower them"
+        )
+    config: dict[str, Any] = {
+        "connect_timeout": connect_seconds,
+        "read_timeout": read_seconds,
+        "retries": {"max_attempts": retries, "mode": "standard"},
         "max_pool_connections": _integer(
             "max_pool_connections",
-            DEFAULT_MAX_POOL_CONNECTIONS if pool is None else pool,
+            options.get("max_pool_connections", DEFAULT_MAX_POOL_CONNECTIONS),
             minimum=1,
         ),
     }
+    style = options.get("addressing_style")
     if style is not None:
         if style not in _ADDRESSING_STYLES:
             raise ConfigurationError(
                 f"addressing_style must be one of {', '.join(_ADDRESSING_STYLES)}, got {style!r}"
             )
-        options["s3"] = {"addressing_style": style}
-    return options
+        config["s3"] = {"addressing_style": style}
+    return config
 
 
 def _make_client(
