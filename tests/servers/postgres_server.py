@@ -16,7 +16,8 @@ made in the temporary directory.
 Fixtures:
     postgres_server: session-scoped :class:`PostgresServer`; ``url`` is an SQLAlchemy
         ``postgresql+asyncpg://`` URL, ``dsn`` a plain ``postgresql://`` one; ``stop()`` and
-        ``start()`` take it down and bring it back on the same port and data.
+        ``start()`` take it down and bring it back on the same port and data; ``freeze()``
+        and ``thaw()`` stop and resume all its processes (SIGSTOP / SIGCONT).
     postgres_store_factory: ``await make(**options)`` returns a ``SQLStore`` on its own fresh
         table (``t_<uuid hex>``); every store made is closed at teardown.
 """
@@ -29,6 +30,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -310,6 +312,53 @@ class PostgresServer:
             timeout=90,
         )
         self._running = False
+
+    @property
+    def pid(self) -> int:
+        """Process id of the postmaster (the first line of ``postmaster.pid``).
+
+        Raises:
+            RuntimeError: The server is not running.
+        """
+        if not self._running:
+            raise RuntimeError("the server is not running")
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+
+    def _server_pids(self) -> list[int]:
+        """The postmaster and its children (one backend per connection, and helpers)."""
+        postmaster = self.pid
+        children: list[int] = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # exited meanwhile
+            # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+            fields = stat.rpartition(")")[2].split()
+            if len(fields) > 1 and fields[1] == str(postmaster):
+                children.append(int(entry.name))
+        return [postmaster, *children]
+
+    def freeze(self) -> None:
+        """Stop every server process (SIGSTOP): connections stay open and nothing answers.
+
+        The postmaster is stopped first, so it forks no new backend meanwhile. Linux only
+        (children are found in ``/proc``). Always pair with :meth:`thaw` (in a ``finally``).
+        """
+        os.kill(self.pid, signal.SIGSTOP)
+        for pid in self._server_pids()[1:]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let a frozen server run again (SIGCONT); harmless when it is not frozen."""
+        if not self._running:
+            return
+        for pid in self._server_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def close(self) -> None:
         """Stop the server and delete its data; idempotent."""

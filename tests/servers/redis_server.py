@@ -7,15 +7,18 @@ Fixtures:
     redis_server: Session-scoped :class:`RedisServer`, with ``host``, ``port``, ``url``
         (``redis://127.0.0.1:<port>/0``), ``unix_socket`` (path of the Unix socket it also
         listens on), ``unix_url`` (``unix://<path>?db=0``), ``executable``, and ``stop()`` /
-        ``start()`` for fault tests. ``stop()`` saves the data set before shutting down and
-        ``start()`` reloads it, on the same port and socket.
+        ``start()`` and ``freeze()`` / ``thaw()`` (SIGSTOP / SIGCONT of ``pid``) for fault
+        tests. ``stop()`` saves the data set before shutting down and ``start()`` reloads it,
+        on the same port and socket.
     redis_store_factory: Async ``make(**options) -> RedisStore``; every store gets a unique
         key prefix unless ``prefix`` is given, and is closed at teardown.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -203,6 +206,29 @@ class RedisServer:
             self._process.wait(timeout=_STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
             self._kill()
+
+    @property
+    def pid(self) -> int:
+        """Process id of the running server.
+
+        Raises:
+            RuntimeError: The server is not running.
+        """
+        if self._process is None or self._process.poll() is not None:
+            raise RuntimeError("the server is not running")
+        return self._process.pid
+
+    def freeze(self) -> None:
+        """Stop the server process (SIGSTOP): connections stay open and nothing answers.
+
+        Always pair with :meth:`thaw` (in a ``finally``).
+        """
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let a frozen server run again (SIGCONT); harmless when it is not frozen."""
+        if self.running:
+            os.kill(self.pid, signal.SIGCONT)
 
     def _kill(self) -> None:
         if self._process is None:
