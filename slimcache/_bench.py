@@ -9,7 +9,9 @@ assistant turn. Four modes replay the same requests:
 - ``memory``: slimcache with its in-process store (one compressor, ``store=None``).
 - ``store``: slimcache on the chosen store, with a new compressor for every request, as
   stateless servers behind a load balancer.
-- ``second_pass``: the same requests again on the same store and thread ids.
+- ``second_pass``: the same requests again on the same store and thread ids. Its cache hits
+  are timed, each beside one plain ``store.get`` of the thread's index key, so the report
+  shows what a hit costs next to a plain read of the same store.
 
 Thread ids are derived from the dataset, the conversation and the settings, so running the
 benchmark again on the same store replays against what the store already holds.
@@ -403,6 +405,11 @@ class ModeResult:
         store_deletes: Store delete round trips.
         latency_median_ms: Median store round trip, or ``None`` when not measured.
         latency_p99_ms: 99th percentile store round trip, or ``None`` when not measured.
+        hit_median_ms: Median time of the ``compress`` calls answered from the cache, or
+            ``None`` when not measured (only the second pass measures it).
+        index_get_median_ms: Median time of one plain ``store.get`` of the thread's index
+            key, made beside each of those hits in the same run, or ``None``.
+        hit_samples: How many hits (and index reads) the two medians are taken over.
         wall_seconds: Time the mode took.
         per_request_input_tokens: Summarizer input tokens of each request, in replay order.
     """
@@ -424,6 +431,9 @@ class ModeResult:
     store_deletes: int = 0
     latency_median_ms: float | None = None
     latency_p99_ms: float | None = None
+    hit_median_ms: float | None = None
+    index_get_median_ms: float | None = None
+    hit_samples: int = 0
     wall_seconds: float = 0.0
     per_request_input_tokens: list[int] = field(default_factory=list)
 
@@ -638,6 +648,12 @@ async def _replay_shared(
     mode.add_stats(compressor.stats)
 
 
+async def _timed_get(store: Store, key: str) -> float:
+    started = time.perf_counter()
+    await store.get(key)
+    return time.perf_counter() - started
+
+
 async def _replay_stateless(
     mode: ModeResult,
     settings: BenchSettings,
@@ -647,17 +663,46 @@ async def _replay_stateless(
     conversations: Sequence[BenchConversation],
     thread_ids: Sequence[str],
     progress: ProgressSink,
-) -> None:
-    """Replay with a new compressor for every request, all on one store."""
+    *,
+    time_hits: bool = False,
+) -> float:
+    """Replay with a new compressor for every request, all on one store.
+
+    With ``time_hits``, every ``compress`` call answered from the cache is timed, and so is one
+    plain ``store.get`` of its thread's index key, made right before or right after it (in
+    turn), so a hit can be set beside a plain read of the same store in the same run.
+
+    Returns:
+        Seconds spent in those extra reads, which are not part of the replay.
+    """
+    hits: list[float] = []
+    gets: list[float] = []
+    aside = 0.0
     for conversation, thread_id in zip(conversations, thread_ids, strict=True):
-        for request in _requests(conversation):
+        index_key = ThreadKeys(thread_id).index
+        for number, request in enumerate(_requests(conversation)):
             compressor = settings.compressor(summarizer, store, name)
-            await compressor.compress_detailed(request, thread_id=thread_id)
+            get_first = time_hits and number % 2 == 1
+            get_seconds = await _timed_get(store.inner, index_key) if get_first else 0.0
+            started = time.perf_counter()
+            result = await compressor.compress_detailed(request, thread_id=thread_id)
+            elapsed = time.perf_counter() - started
+            if time_hits and result.outcome == "hit":
+                if not get_first:
+                    get_seconds = await _timed_get(store.inner, index_key)
+                hits.append(elapsed)
+                gets.append(get_seconds)
+            aside += get_seconds
             stats = compressor.stats
             mode.per_request_input_tokens.append(stats.summarizer_input_tokens)
             mode.add_stats(stats)
             progress.advance()
     _latency(mode, store.take_samples())
+    if hits:
+        mode.hit_median_ms = statistics.median(hits) * 1000
+        mode.index_get_median_ms = statistics.median(gets) * 1000
+        mode.hit_samples = len(hits)
+    return aside
 
 
 async def _warm_threads(store: Store, thread_ids: Sequence[str]) -> int:
@@ -709,12 +754,14 @@ async def run_bench(
     scheme = store_url.partition("://")[0] or "store"
     modes: dict[str, ModeResult] = {}
 
-    async def run(key: str, label: str, body: Callable[[ModeResult], Awaitable[None]]) -> None:
+    async def run(
+        key: str, label: str, body: Callable[[ModeResult], Awaitable[float | None]]
+    ) -> None:
         mode = ModeResult(key=key, label=label, requests=total)
         sink.start(label, total)
         started = time.perf_counter()
-        await body(mode)
-        mode.wall_seconds = time.perf_counter() - started
+        aside = await body(mode)  # seconds of extra reads, not part of the replay
+        mode.wall_seconds = time.perf_counter() - started - (aside or 0.0)
         modes[key] = mode
 
     def metered_into(mode: ModeResult) -> _Metered:
@@ -740,10 +787,18 @@ async def run_bench(
     timed = timed_store(store)
     warm = await _warm_threads(store, thread_ids)
 
-    async def on_store(mode: ModeResult) -> None:
+    async def on_store(mode: ModeResult) -> float:
         metered = metered_into(mode)
-        await _replay_stateless(
-            mode, settings, metered, name, timed, conversations, thread_ids, sink
+        return await _replay_stateless(
+            mode,
+            settings,
+            metered,
+            name,
+            timed,
+            conversations,
+            thread_ids,
+            sink,
+            time_hits=mode.key == "second_pass",
         )
 
     await run("naive", "naive (no cache)", naive)

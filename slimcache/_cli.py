@@ -119,6 +119,17 @@ def _latency(mode: ModeResult) -> str:
     return f"{mode.latency_median_ms:.2f} / {mode.latency_p99_ms:.2f} ms"
 
 
+def _duration(ms: float) -> str:
+    # A hit on memory:// is microseconds, on a network store milliseconds.
+    return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.2f} ms"
+
+
+def _hit_latency(mode: ModeResult) -> str:
+    if mode.hit_median_ms is None or mode.index_get_median_ms is None:
+        return "-"
+    return f"{_duration(mode.hit_median_ms)} / {_duration(mode.index_get_median_ms)}"
+
+
 # ---------------------------------------------------------------- bench
 
 
@@ -202,6 +213,7 @@ def print_report(report: BenchReport, console: "Console") -> None:
     )
     row("store round trips", [_number(m.store_round_trips) for m in modes])
     row("store latency median / p99", [_latency(m) for m in modes])
+    row("cache hit / store.get median", [_hit_latency(m) for m in modes])
     row("wall time", [f"{m.wall_seconds:.2f} s" for m in modes])
     console.print(table)
 
@@ -220,6 +232,14 @@ def print_report(report: BenchReport, console: "Console") -> None:
         lines.append(
             f"naive sent {naive.message_tokens:,} message tokens: "
             f"{naive.message_tokens / floor:.1f}x the floor."
+        )
+    second = report.modes.get("second_pass")
+    if second is not None and second.hit_median_ms is not None and second.index_get_median_ms:
+        lines.append(
+            f"A cache hit took {_duration(second.hit_median_ms)} (median of "
+            f"{second.hit_samples:,} in the second pass): "
+            f"{second.hit_median_ms / second.index_get_median_ms:.1f}x one plain store.get of "
+            f"the thread's index ({_duration(second.index_get_median_ms)}) in the same run."
         )
     lines.append("Cost counts summarizer input tokens only.")
     console.print("\n".join(lines), highlight=False, soft_wrap=True)

@@ -156,6 +156,15 @@ async def test_second_pass_is_served_from_the_store() -> None:
     assert second.cache_hits == memory.cache_hits + memory.extensions + memory.misses > 0
     assert (second.summarizer_calls, second.input_tokens, second.misses) == (0, 0, 0)
     assert second.store_writes == second.store_deletes == 0
+    # Each hit is timed beside one plain read of its thread's index.
+    assert second.hit_samples == second.cache_hits
+    assert second.hit_median_ms is not None
+    assert second.hit_median_ms > 0
+    assert second.index_get_median_ms is not None
+    assert second.index_get_median_ms > 0
+    for key in ("naive", "memory", "store"):
+        mode = report.modes[key]
+        assert (mode.hit_median_ms, mode.index_get_median_ms, mode.hit_samples) == (None, None, 0)
 
 
 async def test_rerun_on_the_same_store_finds_its_threads(
@@ -208,6 +217,8 @@ async def test_report_json_has_every_figure(tmp_path: Path) -> None:
         "misses",
         "store_round_trips",
         "latency_median_ms",
+        "hit_median_ms",
+        "index_get_median_ms",
         "wall_seconds",
         "ratio_calls_vs_naive",
         "ratio_input_tokens_vs_naive",
@@ -215,6 +226,8 @@ async def test_report_json_has_every_figure(tmp_path: Path) -> None:
         assert name in memory
     assert memory["cost_usd"] == pytest.approx(memory["input_tokens"] * 0.15 / 1e6)
     assert data["modes"]["naive"]["ratio_calls_vs_naive"] == 1.0
+    assert data["modes"]["second_pass"]["hit_median_ms"] > 0
+    assert data["modes"]["second_pass"]["index_get_median_ms"] > 0
     assert [t["conversation"] for t in data["threads"]] == ["c0", "c1"]
 
 

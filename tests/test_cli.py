@@ -217,6 +217,14 @@ def test_bench_jsonl_on_sqlite_twice_with_plot(data_jsonl: Path, tmp_path: Path)
     assert again["threads"] == figures["threads"]
     assert again["store_warm_threads"] == 2
     assert again["modes"]["store"]["cache_hits"] > 0
+    for run, output in ((figures, first.stdout), (again, second.stdout)):
+        hits = run["modes"]["second_pass"]
+        assert hits["hit_samples"] == hits["cache_hits"] > 0
+        assert hits["hit_median_ms"] > 0
+        assert hits["index_get_median_ms"] > 0
+        assert "cache hit / store.get median" in output
+        assert "A cache hit took " in flat(output)
+        assert "one plain store.get of the thread's index" in flat(output)
 
 
 def test_bench_on_chitchat(tmp_path: Path) -> None:

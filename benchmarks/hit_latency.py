@@ -1,0 +1,464 @@
+"""What a cache hit costs: ``compress`` on a thread already compressed, next to one raw GET.
+
+For every store (memory, redis, sqlite, postgres, s3) and for histories of 200 and 2,000 plain
+messages, this times ``SummarizeCompressor.compress(history, thread_id=...)`` when the thread is
+already compressed, so the call is one index read and no summarizer call, side by side with
+one raw driver GET of a value of the same size as the thread's index, on the same server in
+the same run:
+
+- memory: a dict lookup (in a coroutine, awaited as a store call is);
+- redis: ``redis.asyncio`` ``GET``;
+- sqlite, postgres: a SQLAlchemy async engine running a text ``SELECT``;
+- s3: boto3 ``get_object`` in ``asyncio.to_thread``.
+
+The raw GETs are store_bench's raw drivers (``benchmarks/store_bench.py``), and the servers are
+the test suite's. Each thread is built once by replaying its history request by request (every
+user turn, the full history each time) with slimcache's default settings and the offline
+extractive summarizer, so its index lists the checkpoints a real thread has; its entries are
+then copied into every store. The compressors timed use the defaults too (``single_writer``
+off, ``store_timeout`` 5 s). Before timing, one call on each store must be a hit; after timing,
+the compressor's counters must show one store read per call, no write and no summarizer call.
+
+For reference, the slimcache store's own ``get`` of the index key is timed as well (what the
+adapter adds over the raw driver is store_bench's subject). Hits, store GETs and raw GETs
+alternate within each round, in an order that flips every round, so drift in the machine's
+speed hits them alike. ``cpu us/msg`` is (hit - raw GET) / messages: what the hit costs on top
+of one raw read, per message of history.
+
+Usage::
+
+    uv run python benchmarks/hit_latency.py [--ops N] [--rounds R]
+        [--stores memory,redis,sqlite,postgres,s3] [--no-profile]
+
+Prints medians in microseconds, the targets the project tracks next to the measured figures,
+and a cProfile top 10 (by own time) of the 200-message hit on the memory store, whose own
+overhead inflates the absolute times; the ranking is what it is for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Run as a script, only ``benchmarks/`` is on the path: make the repository root importable
+# (store_bench and the test servers live there).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from slimcache_redis import RedisStore
+from slimcache_s3 import S3Store
+from slimcache_sql import SQLStore
+
+from benchmarks.store_bench import contenders, running_servers
+from slimcache import MemoryStore, Message, Store, SummarizeCompressor, SummaryContext
+from slimcache._bench import OfflineSummarizer
+from slimcache._keys import ThreadKeys
+
+STORES = ("memory", "redis", "sqlite", "postgres", "s3")
+SIZES = (200, 2000)
+SUMMARIZER_ID = "hit-latency-offline"
+WARMUP_OPS = 20
+PROFILE_CALLS = 300
+HIT_TARGET_RATIO = 2.0
+PER_MESSAGE_TARGET_US = 1.0
+
+Reader = Callable[[str], Awaitable["str | None"]]
+
+
+# -- the threads --------------------------------------------------------------------------------
+
+
+def plain_history(count: int) -> list[dict[str, Any]]:
+    """A system prompt, then alternating user/assistant messages of plain text; ends on a user."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful agent."}]
+    for i in range(count - 1):
+        role = "user" if i % 2 == 0 else "assistant"
+        words = " ".join(f"word{j}" for j in range(4 + i % 11))
+        messages.append({"role": role, "content": f"Message {i}: {words}. Anything else?"})
+    return messages
+
+
+class DictStore:
+    """A plain dict behind the store protocol: the thread is built here, then copied."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self.data.get(key)
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        self.data[key] = value
+
+    async def delete(self, key: str) -> None:
+        self.data.pop(key, None)
+
+
+_offline = OfflineSummarizer()
+
+
+async def summarize(messages: Sequence[Message], context: SummaryContext) -> str:
+    """The offline extractive summarizer, called in line (no worker thread)."""
+    return _offline(messages, context)
+
+
+def compressor(store: Store) -> SummarizeCompressor:
+    """A compressor with the defaults, recording the same summarizer id everywhere."""
+    return SummarizeCompressor(summarize, store, summarizer_id=SUMMARIZER_ID)
+
+
+@dataclass(frozen=True)
+class Thread:
+    """A compressed thread: its history, id, and every entry the store holds for it."""
+
+    history: list[dict[str, Any]]
+    thread_id: str
+    entries: dict[str, str]
+
+    @property
+    def index_key(self) -> str:
+        return ThreadKeys(self.thread_id).index
+
+    @property
+    def index_value(self) -> str:
+        return self.entries[self.index_key]
+
+
+async def build_thread(count: int) -> Thread:
+    """Replay ``count`` messages request by request, as a chat server would, on a dict."""
+    history = plain_history(count)
+    thread_id = f"hit-latency-{count}"
+    store = DictStore()
+    building = compressor(store)
+    for length in range(2, count + 1):
+        if history[length - 1]["role"] == "user":
+            await building.compress(history[:length], thread_id=thread_id)
+    return Thread(history, thread_id, dict(store.data))
+
+
+# -- the contenders -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The slimcache store of one server, and a raw driver GET on the same server."""
+
+    store: Store
+    raw_set: Callable[[str, str], Awaitable[None]]
+    raw_get: Reader
+
+
+@asynccontextmanager
+async def memory_pair() -> AsyncIterator[Pair]:
+    data: dict[str, str] = {}
+
+    async def raw_set(key: str, value: str) -> None:
+        data[key] = value
+
+    async def raw_get(key: str) -> str | None:
+        return data.get(key)
+
+    store = MemoryStore()
+    try:
+        yield Pair(store, raw_set, raw_get)
+    finally:
+        await store.aclose()
+
+
+def _adapter(name: str, servers: dict[str, Any], bucket: str | None) -> Store:
+    tag = uuid.uuid4().hex[:12]
+    if name == "redis":
+        return RedisStore.from_url(servers["redis"].url, prefix=f"bench:hit:{tag}:")
+    if name == "sqlite":
+        url = f"sqlite+aiosqlite:///{servers['scratch'] / 'bench.db'}"
+        return SQLStore.from_url(url, table=f"bench_hit_{tag}")
+    if name == "postgres":
+        return SQLStore.from_url(servers["postgres"].url, table=f"bench_hit_{tag}")
+    if name == "s3":
+        server = servers["s3"]
+        return S3Store.from_url(
+            f"s3://{bucket}",
+            endpoint_url=server.endpoint_url,
+            region_name=server.region,
+            aws_access_key_id=server.access_key,
+            aws_secret_access_key=server.secret_key,
+        )
+    raise ValueError(f"unknown store {name!r}")
+
+
+@asynccontextmanager
+async def server_pair(name: str, servers: dict[str, Any]) -> AsyncIterator[Pair]:
+    """The slimcache adapter, and store_bench's raw driver, on the server of ``name``."""
+    bucket = await asyncio.to_thread(servers["s3"].create_bucket) if name == "s3" else None
+    store = _adapter(name, servers, bucket)
+    try:
+        # store_bench's pair also opens an adapter of its own; only its raw side is used.
+        async with contenders(name, servers) as (_, raw):
+            yield Pair(store, raw.set, raw.get)
+    finally:
+        aclose = getattr(store, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def pair(name: str, servers: dict[str, Any]) -> AbstractAsyncContextManager[Pair]:
+    """The async context manager giving the :class:`Pair` of store ``name``."""
+    return memory_pair() if name == "memory" else server_pair(name, servers)
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """Medians of one store and history size, in microseconds."""
+
+    store: str
+    messages: int
+    index_chars: int
+    hit_us: float
+    store_get_us: float
+    raw_us: float
+
+    @property
+    def ratio(self) -> float:
+        return self.hit_us / self.raw_us
+
+    @property
+    def cpu_per_message_us(self) -> float:
+        return (self.hit_us - self.raw_us) / self.messages
+
+
+async def _timed_hits(
+    hitting: SummarizeCompressor, thread: Thread, calls: int, samples: list[int]
+) -> None:
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        await hitting.compress(thread.history, thread_id=thread.thread_id)
+        samples.append(time.perf_counter_ns() - start)
+
+
+async def _timed_gets(
+    read: Reader, key: str, expected: str, calls: int, samples: list[int]
+) -> None:
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        got = await read(key)
+        samples.append(time.perf_counter_ns() - start)
+        if got != expected:
+            raise RuntimeError(f"GET of {key!r} read back {got!r:.40}")
+
+
+async def _check_is_hit(hitting: SummarizeCompressor, thread: Thread, store: str) -> None:
+    result = await hitting.compress_detailed(thread.history, thread_id=thread.thread_id)
+    if result.outcome != "hit" or result.summarizer_calls:
+        raise RuntimeError(f"{store}: expected a cache hit, got {result.outcome!r}")
+
+
+def _check_counters(hitting: SummarizeCompressor, calls: int, store: str) -> None:
+    stats = hitting.stats
+    got = (stats.cache_hits, stats.store_reads, stats.store_writes, stats.summarizer_calls)
+    if got != (calls, calls, 0, 0):
+        raise RuntimeError(
+            f"{store}: {calls} hits should be {calls} reads and nothing else; counters "
+            f"(hits, reads, writes, summarizer calls) = {got}"
+        )
+
+
+CONTENDERS = ("hit", "store.get", "raw")
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One thread on one store, and the three ways of timing a read of it."""
+
+    thread: Thread
+    hitting: SummarizeCompressor
+    pair: Pair
+    raw_key: str
+
+    async def time(self, what: str, calls: int, samples: list[int]) -> None:
+        """Time ``calls`` hits, store GETs of the index, or raw GETs of its copy."""
+        value = self.thread.index_value
+        if what == "hit":
+            await _timed_hits(self.hitting, self.thread, calls, samples)
+        elif what == "store.get":
+            await _timed_gets(self.pair.store.get, self.thread.index_key, value, calls, samples)
+        else:
+            await _timed_gets(self.pair.raw_get, self.raw_key, value, calls, samples)
+
+
+async def bench_store(
+    name: str, servers: dict[str, Any], threads: list[Thread], *, ops: int, rounds: int
+) -> list[Row]:
+    """Time hits, the store's own GET and raw GETs of one store, in interleaved rounds."""
+    per_round = max(1, ops // rounds)
+    rows: list[Row] = []
+    async with pair(name, servers) as contender:
+        subjects: list[Subject] = []
+        for thread in threads:
+            for key, value in thread.entries.items():
+                await contender.store.set(key, value)
+            raw_key = f"raw-index-{len(thread.history)}-{uuid.uuid4().hex[:8]}"
+            await contender.raw_set(raw_key, thread.index_value)
+            subject = Subject(thread, compressor(contender.store), contender, raw_key)
+            await _check_is_hit(subject.hitting, thread, name)
+            for what in CONTENDERS:  # warm-up: connections, caches, first-call costs
+                await subject.time(what, WARMUP_OPS, [])
+            subject.hitting.reset_stats()
+            subjects.append(subject)
+        samples = [{what: list[int]() for what in CONTENDERS} for _ in subjects]
+        for round_ in range(rounds):
+            order = CONTENDERS if round_ % 2 == 0 else CONTENDERS[::-1]
+            for subject, taken in zip(subjects, samples, strict=True):
+                for what in order:
+                    await subject.time(what, per_round, taken[what])
+        for subject, taken in zip(subjects, samples, strict=True):
+            _check_counters(subject.hitting, per_round * rounds, name)
+            median = {what: statistics.median(taken[what]) / 1000 for what in CONTENDERS}
+            rows.append(
+                Row(
+                    store=name,
+                    messages=len(subject.thread.history),
+                    index_chars=len(subject.thread.index_value),
+                    hit_us=median["hit"],
+                    store_get_us=median["store.get"],
+                    raw_us=median["raw"],
+                )
+            )
+    return rows
+
+
+async def profile_memory_hit(thread: Thread, calls: int) -> str:
+    """cProfile's top 10 by own time over ``calls`` hits on the memory store."""
+    store = MemoryStore()
+    for key, value in thread.entries.items():
+        await store.set(key, value)
+    hitting = compressor(store)
+    await _check_is_hit(hitting, thread, "memory")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        await hitting.compress(thread.history, thread_id=thread.thread_id)
+    profiler.disable()
+    await store.aclose()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime")
+    stats.print_stats(10)
+    body = out.getvalue()
+    return body[body.index("   ncalls") :].rstrip()
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def render(rows: list[Row]) -> str:
+    """The comparison as a plain-text table."""
+    header = (
+        f"{'store':<10}{'messages':>9}{'index chars':>13}{'hit median us':>15}"
+        f"{'raw GET median us':>19}{'ratio':>10}{'cpu us/msg':>12}{'store.get us':>14}"
+    )
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        lines.append(
+            f"{row.store:<10}{row.messages:>9,}{row.index_chars:>13,}{row.hit_us:>15.1f}"
+            f"{row.raw_us:>19.1f}{row.ratio:>9.2f}x{row.cpu_per_message_us:>12.3f}"
+            f"{row.store_get_us:>14.1f}"
+        )
+    return "\n".join(lines)
+
+
+def targets(rows: list[Row]) -> list[str]:
+    """The targets the project tracks, each next to what this run measured."""
+    lines: list[str] = []
+    for row in rows:
+        if row.store == "redis" and row.messages == SIZES[0]:
+            verdict = "met" if row.ratio <= HIT_TARGET_RATIO else "NOT met"
+            lines.append(
+                f"200-message hit on redis: {row.ratio:.2f}x one raw Redis GET "
+                f"(target: at most {HIT_TARGET_RATIO:g}x): {verdict}"
+            )
+    for row in rows:
+        cost = row.cpu_per_message_us
+        verdict = "met" if cost < PER_MESSAGE_TARGET_US else "NOT met"
+        lines.append(
+            f"per-message cost, {row.store}, {row.messages:,} messages: {cost:.3f} us "
+            f"(target: under {PER_MESSAGE_TARGET_US:g} us): {verdict}"
+        )
+    return lines
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--ops", type=int, default=500, help="hits and raw GETs per store and size (default 500)"
+    )
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
+    parser.add_argument(
+        "--stores", default=",".join(STORES), help="comma-separated subset of " + ",".join(STORES)
+    )
+    parser.add_argument("--no-profile", action="store_true", help="skip the cProfile table")
+    args = parser.parse_args(argv)
+    chosen = [s.strip() for s in args.stores.split(",") if s.strip()]
+    unknown = sorted(set(chosen) - set(STORES))
+    if unknown:
+        parser.error(f"unknown store(s) {', '.join(unknown)}; choose from {', '.join(STORES)}")
+    if args.ops < 1 or args.rounds < 1:
+        parser.error("--ops and --rounds must be positive")
+    if args.rounds > args.ops:
+        parser.error("--rounds must not exceed --ops")
+    args.stores = chosen
+    return args
+
+
+async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None]:
+    print("building the threads ...", file=sys.stderr, flush=True)
+    threads = [await build_thread(count) for count in SIZES]
+    rows: list[Row] = []
+    with running_servers(set(args.stores)) as servers:
+        for name in args.stores:
+            print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
+            rows += await bench_store(name, servers, threads, ops=args.ops, rounds=args.rounds)
+    profile = None if args.no_profile else await profile_memory_hit(threads[0], PROFILE_CALLS)
+    return rows, profile
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the figures; return the exit status."""
+    args = _parse_args(argv)
+    rows, profile = asyncio.run(_run(args))
+    per_size = max(1, args.ops // args.rounds) * args.rounds
+    print(
+        f"cache hit of compress() vs one raw GET of the index's size: {per_size} of each per "
+        f"store and size, {args.rounds} interleaved rounds, Python {sys.version.split()[0]}"
+    )
+    print(render(rows))
+    print(
+        "ratio = hit / raw GET; cpu us/msg = (hit - raw GET) / messages; store.get us = the "
+        "slimcache store's own get of the index, for reference"
+    )
+    print()
+    print("\n".join(targets(rows)))
+    if profile is not None:
+        print()
+        print(
+            f"--- cProfile, {PROFILE_CALLS} hits of {SIZES[0]} messages on the memory store: "
+            "top 10 by own time ---"
+        )
+        print(profile)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
