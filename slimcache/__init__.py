@@ -77,7 +77,7 @@ from slimcache._trim import TrimCompressor, TrimResult
 from slimcache._window import SlidingWindow, WindowStats
 from slimcache._wrap import CachedSummarizer, ExtendFunction, PlainSummarizer, cached_summarizer
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT_CONDENSE_PROMPT",
