@@ -92,8 +92,11 @@ class CachedSummarizer:
     Made by :func:`cached_summarizer`; call it as ``await summarize(messages, thread_id=...)``.
 
     Attributes:
-        __wrapped__: The original function.
+        __wrapped__: The original function (its name and docstring are copied over too).
     """
+
+    __wrapped__: PlainSummarizer
+    __name__: str
 
     def __init__(
         self,
@@ -453,8 +456,8 @@ def _check_settings(
 ) -> None:
     if callable(store) and not isinstance(store, Store):
         raise ConfigurationError(
-            "cached_summarizer takes a store, not the function: write @cached_summarizer() "
-            "or @cached_summarizer(store)"
+            "cached_summarizer takes a store, not the function: use it with parentheses, "
+            "@cached_summarizer() or @cached_summarizer(store)"
         )
     if store is not None and not isinstance(store, Store):
         raise ConfigurationError(
