@@ -126,11 +126,13 @@ class SlidingWindow:
         summary_role: Role of the summary message: ``"system"``, ``"developer"``, ``"user"``
             or ``"assistant"``.
         on_compact_start: ``(evicted_count, total_tokens)``, sync or async, called before the
-            summarizer: how many messages are folded in, and the tokens of what
-            :meth:`get_messages` returned just before (pinned, summary and window).
+            summarizer: how many messages are folded in, and the tokens of the messages being
+            compacted: pinned messages, previous summary message and the whole window, the
+            messages just pushed included.
         on_compact_end: ``(tokens_before, tokens_after, ratio)``, sync or async, called once the
-            new summary is stored: the tokens of what :meth:`get_messages` returns before and
-            after the compaction, and ``tokens_after / tokens_before``.
+            new summary is stored: ``total_tokens`` as above, the tokens of what
+            :meth:`get_messages` returns after the compaction, and ``tokens_after /
+            tokens_before``.
         batch: Messages the window may grow past ``window_size`` before a compaction folds
             them into the summary; at least 2 (default: ``window_size // 2``, at least 2).
         namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
@@ -389,7 +391,7 @@ class SlidingWindow:
         return await _resolve(await loop.run_in_executor(_summarizer_executor(), call))
 
     def _tokens_before(self, history: Sequence[Message], context: SummaryContext) -> int:
-        """Tokens of what ``get_messages`` returned before this compaction."""
+        """Tokens of the messages being compacted: pinned, previous summary and window."""
         tokens = [count_message_tokens(m, self._count) for m in history]
         pinned = 0
         while pinned < len(history) and history[pinned].get("role") in PINNED_ROLES:
