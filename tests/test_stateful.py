@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +42,8 @@ from slimcache import (
     count_message_tokens,
 )
 from tests.fakes import RecordingSummarizer, chat
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def make(summarizer: Any = None, **options: Any) -> ConversationCompressor:
@@ -787,3 +792,31 @@ def test_a_snapshot_is_a_copy() -> None:
     state = compressor.serialize()
     state["window"][0]["content"] = "changed"
     assert compressor.get_messages()[1]["content"] != "changed"
+
+
+# ---------------------------------------------------------------- the docs section's example
+
+
+def test_the_example_runs_compresses_and_restores() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "compressor_state.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    earlier = ", ".join(f"turn {i}" for i in range(6))
+    assert out.splitlines() == [
+        "system 'You are terse.'",
+        f"system 'Summary of the earlier conversation:\\n{earlier}'",
+        "user 'turn 6'",
+        "assistant 'turn 7'",
+        f"{earlier} | 6 compressed",
+    ]
+
+
+def test_the_docs_section_shows_the_example_verbatim() -> None:
+    code = (ROOT / "examples" / "compressor_state.py").read_text()
+    section = (ROOT / "docs" / "sections" / "compressor-state.md").read_text()
+    assert section.startswith("## ")
+    assert f"```python\n{code.rstrip()}\n```" in section

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +19,8 @@ from slimcache import (
     count_message_tokens,
 )
 from tests.fakes import chat
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def words(text: str) -> int:
@@ -249,3 +254,30 @@ def test_trim_keeps_the_longest_suffix_of_whole_units_that_fits(
         assert result.tokens + sum(tokens[previous:start]) > budget
     else:
         assert start == last_unit
+
+
+# ---------------------------------------------------------------- the docs section's example
+
+
+def test_the_example_runs_and_trims() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "trim.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert out.splitlines() == [
+        "11 messages -> 4",
+        "system | You are",
+        "assistant | turn 7:",
+        "user | turn 8:",
+        "assistant | turn 9:",
+    ]
+
+
+def test_the_docs_section_shows_the_example_verbatim() -> None:
+    code = (ROOT / "examples" / "trim.py").read_text()
+    section = (ROOT / "docs" / "sections" / "trim.md").read_text()
+    assert section.startswith("## ")
+    assert f"```python\n{code.rstrip()}\n```" in section

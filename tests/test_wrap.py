@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,8 @@ from slimcache import (
 )
 from slimcache.testing import StoreFactory
 from tests.fakes import FailingStore, chat
+
+ROOT = Path(__file__).resolve().parent.parent
 
 STORES = ["memory", "redis", "sqlite"]
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
@@ -489,3 +494,32 @@ async def test_reset_stats_keeps_the_cache() -> None:
     await summarize(chat(4), thread_id="t")
     assert summarize.stats.cache_hits == 1
     assert len(original.calls) == 1
+
+
+# ---------------------------------------------------------------- the docs section's example
+
+
+def test_the_example_runs_and_calls_twice() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "wrap.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    first = "turn 0 / turn 1 / turn 2 / turn 3"
+    calls = [[f"turn {i}" for i in range(4)], [SUMMARY_PREFIX + first, "turn 4", "turn 5"]]
+    assert out.splitlines() == [
+        first,
+        first,
+        "Summary of the earlier conversation:",
+        f"{first} / turn 4 / turn 5",
+        f"calls: {calls}",
+    ]
+
+
+def test_the_docs_section_shows_the_example_verbatim() -> None:
+    code = (ROOT / "examples" / "wrap.py").read_text()
+    section = (ROOT / "docs" / "sections" / "wrap.md").read_text()
+    assert section.startswith("## ")
+    assert f"```python\n{code.rstrip()}\n```" in section
