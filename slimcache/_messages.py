@@ -181,6 +181,18 @@ class CheckedMessages:
         return len(self.messages)
 
 
+def _shown(value: object) -> str:
+    """A short description of a value, for an error message; never fails, however odd the value.
+
+    Strings, ``None`` and booleans are shown as their repr (cut at 60 characters); any other
+    value by its type only: a repr may be huge, recurse without end, or raise.
+    """
+    if value is None or isinstance(value, (str, bool)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:56] + "...'"
+    return f"<{type(value).__name__}>"
+
+
 def _fail(rule: str, index: int | None = None) -> InvalidInput:
     return InvalidInput(rule, index=index)
 
@@ -222,7 +234,7 @@ def _check_tool_calls(message: Message, index: int, role: str) -> list[str]:
         if not isinstance(call_id, str) or not call_id:
             raise _fail(f"tool_calls[{pos}] needs a non-empty string 'id'", index)
         if call_id in ids:
-            raise _fail(f"tool_calls[{pos}] repeats the id {call_id!r}", index)
+            raise _fail(f"tool_calls[{pos}] repeats the id {_shown(call_id)}", index)
         function = call.get("function")
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise _fail(f"tool_calls[{pos}] needs a 'function' dict with a string 'name'", index)
@@ -369,7 +381,7 @@ def check_messages(
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
             raise _fail(
-                f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})", index
+                f"unknown role {_shown(role)} (expected one of {', '.join(sorted(ROLES))})", index
             )
         content: Any = message.get("content")
         name: Any = message.get("name")
@@ -397,7 +409,7 @@ def check_messages(
                 raise _fail("a tool message needs a string 'tool_call_id'", index)
             if tool_call_id not in open_calls:
                 raise _fail(
-                    f"tool result {tool_call_id!r} answers no tool call of the assistant "
+                    f"tool result {_shown(tool_call_id)} answers no tool call of the assistant "
                     "message directly before it",
                     index,
                 )

@@ -159,6 +159,14 @@ def test_any_text_messages_validate_and_count(texts: list[str]) -> None:
 # ---------------------------------------------------------------- nesting, cycles, odd values
 
 
+def deep(depth: int) -> Any:
+    """``depth`` lists nested in one another."""
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def nested_content(depth: int) -> list[Any]:
     """A content list whose lists and dicts nest exactly ``depth`` levels (the list is level 1)."""
     data: Any = "leaf"
@@ -325,7 +333,10 @@ def test_fields_that_are_not_hashed_may_hold_anything() -> None:
         ({"role": "user", "content": "x", "tool_call_id": 3}, "'tool_call_id' must be a string"),
         ({"role": "user", "content": b"bytes"}, "must be a string or a list of parts, got bytes"),
         ({"role": "user", "content": ("a", "b")}, "must be a string or a list of parts, got tuple"),
-        ({"role": ["user"], "content": "x"}, r"unknown role \['user'\]"),
+        ({"role": ["user"], "content": "x"}, "unknown role <list>"),
+        ({"role": deep(5_000), "content": "x"}, "unknown role <list>"),
+        ({"role": 10**5000, "content": "x"}, "unknown role <int>"),
+        ({"role": "r" * 10_000, "content": "x"}, "unknown role 'rrrr[r]*\\.\\.\\.' \\(expected"),
         ({"role": "\ud800", "content": "x"}, r"unknown role '\\ud800'"),
     ],
 )
@@ -353,6 +364,20 @@ def test_odd_but_valid_values_are_accepted_and_hashed_as_before(message: dict[st
     assert checked.canonical == [old_canonical(message, message["role"], 0)]
     assert checked.canonical == check_messages([message]).canonical
     render_transcript([message])  # every accepted message renders
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "assistant", "tool_calls": [{**CALL, "id": "c" * 100_000}] * 2}],
+        [{"role": "tool", "content": "r", "tool_call_id": "c" * 100_000}],
+        [{"role": "r" * 100_000, "content": "x"}],
+    ],
+)
+def test_rules_quote_long_values_briefly(messages: list[dict[str, Any]]) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        check_messages(messages)
+    assert len(str(caught.value)) < 200
 
 
 def test_refusal_parts_are_shown_and_counted() -> None:
