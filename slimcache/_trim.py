@@ -122,7 +122,7 @@ class TrimCompressor:
         Raises:
             InvalidInput: A message or the thread id is malformed.
         """
-        result = self.compress_detailed(messages, thread_id=thread_id)
+        result = await self.compress_detailed(messages, thread_id=thread_id)
         if isinstance(messages, Conversation):
             metadata = dict(messages.metadata or {})
             metadata["slimcache"] = {
@@ -134,13 +134,13 @@ class TrimCompressor:
             return Conversation(messages.thread_id, result.messages, metadata)
         return result.messages
 
-    def compress_detailed(
+    async def compress_detailed(
         self,
         messages: Conversation | Sequence[Message],
         *,
         thread_id: str | int | None = None,
     ) -> TrimResult:
-        """Like :meth:`compress` (but synchronous), returning a :class:`TrimResult`."""
+        """Like :meth:`compress`, returning a :class:`TrimResult` with what was dropped."""
         if isinstance(messages, Conversation):
             if thread_id is not None:
                 raise InvalidInput(

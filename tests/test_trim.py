@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +94,7 @@ async def test_the_last_unit_is_kept_even_over_the_budget() -> None:
     history = [SYSTEM, msg("user", "short"), msg("assistant", "a very long final answer indeed")]
     compressor = trim(3)
     assert await compressor.compress(history) == [SYSTEM, history[2]]
-    result = compressor.compress_detailed(history)
+    result = await compressor.compress_detailed(history)
     assert result.fits is False
     assert result.tokens == 2 + 6
     assert result.dropped == 1
@@ -226,7 +227,7 @@ def test_trim_keeps_the_longest_suffix_of_whole_units_that_fits(
     history: list[dict[str, Any]], budget: int, keep_system: bool
 ) -> None:
     compressor = trim(budget, keep_system=keep_system)
-    result = compressor.compress_detailed(history)
+    result = asyncio.run(compressor.compress_detailed(history))
     tokens = token_list(history)
     pinned = 0
     if keep_system:

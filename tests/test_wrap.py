@@ -20,6 +20,7 @@ from slimcache import (
     Store,
     StoreError,
     SummarizerError,
+    ThreadIndex,
     ThreadKeys,
     cached_summarizer,
 )
@@ -167,6 +168,32 @@ async def test_an_earlier_point_is_served_after_a_longer_call(make_store: StoreF
     assert len(original.calls) == 2
     # The thread did not move back: the full conversation is still a hit.
     await summarize(history, thread_id="t")
+    assert len(original.calls) == 2
+
+
+async def test_concurrent_calls_keep_the_longest_summary(make_store: StoreFactory) -> None:
+    store = await make_store()
+
+    class Slow(AsyncOriginal):
+        async def __call__(self, messages: list[dict[str, Any]]) -> str:
+            await asyncio.sleep(0.05 if len(messages) > 6 else 0.01)
+            return self.summarize(messages)
+
+    original = Slow()
+    summarize = wrap(original, store)
+    history = chat(12)
+    long, short = await asyncio.gather(
+        summarize(history, thread_id="t"), summarize(history[:6], thread_id="t")
+    )
+    assert len(original.calls) == 2
+    # The later index write merged with the earlier one: both listed, the longer the head.
+    index_key, _ = keys_of("t")
+    index = ThreadIndex.parse(await store.get(index_key), thread=ThreadKeys("t").encoded)
+    assert index is not None
+    assert sorted(r.end for r in index.ranges) == [5, 12]
+    assert index.head.end == 12
+    assert await wrap(original, store)(history, thread_id="t") == long
+    assert await wrap(original, store)(history[:6], thread_id="t") == short
     assert len(original.calls) == 2
 
 
