@@ -23,6 +23,7 @@ This module needs nothing beyond the standard library (matplotlib only inside
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import math
@@ -45,7 +46,12 @@ from slimcache._keys import ThreadKeys
 from slimcache._messages import Message, check_messages, count_message_tokens, message_text
 from slimcache._policy import KeepMessages, MessageThreshold
 from slimcache._results import Stats
-from slimcache._store import Store, SupportsGetMany, SupportsSetIfAbsent
+from slimcache._store import (
+    Store,
+    SupportsCompareAndSet,
+    SupportsGetMany,
+    SupportsSetIfAbsent,
+)
 from slimcache._strategies import STRATEGY_NAMES, StrategyName
 from slimcache._summarizer import SummaryContext
 
@@ -249,7 +255,8 @@ class TimedStore:
     """A thin proxy recording how long each store round trip takes.
 
     Build it with :func:`timed_store`, which keeps the optional abilities (``set_if_absent``,
-    ``get_many``) visible only when the wrapped store has them.
+    ``get_many``, ``compare_and_set`` with ``compare_and_delete``) visible only when the
+    wrapped store has them, so the compressor behaves on the proxy as on the store itself.
     """
 
     def __init__(self, inner: Store) -> None:
@@ -298,21 +305,43 @@ class _TimedGetMany(TimedStore):
         return values
 
 
-class _TimedBoth(_TimedSetIfAbsent, _TimedGetMany):
-    pass
+class _TimedCompareAndSet(TimedStore):
+    async def compare_and_set(
+        self, key: str, expected: str | None, value: str, *, ttl: float | None = None
+    ) -> bool:
+        inner = self.inner
+        assert isinstance(inner, SupportsCompareAndSet)
+        won: bool = await self._timed(inner.compare_and_set(key, expected, value, ttl=ttl))
+        return won
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        inner = self.inner
+        assert isinstance(inner, SupportsCompareAndSet)
+        deleted: bool = await self._timed(inner.compare_and_delete(key, expected))
+        return deleted
+
+
+_ABILITIES: tuple[tuple[type, type[TimedStore]], ...] = (
+    (SupportsSetIfAbsent, _TimedSetIfAbsent),
+    (SupportsGetMany, _TimedGetMany),
+    (SupportsCompareAndSet, _TimedCompareAndSet),
+)
+
+
+@functools.cache
+def _timed_class(parts: tuple[type[TimedStore], ...]) -> type[TimedStore]:
+    """The proxy class with exactly the abilities ``parts`` add."""
+    if not parts:
+        return TimedStore
+    name = "Timed" + "".join(part.__name__.removeprefix("_Timed") for part in parts)
+    made: type[TimedStore] = type(name, parts, {})
+    return made
 
 
 def timed_store(inner: Store) -> TimedStore:
     """Wrap ``inner`` in a :class:`TimedStore` with exactly the optional abilities it has."""
-    can_set_if_absent = isinstance(inner, SupportsSetIfAbsent)
-    can_get_many = isinstance(inner, SupportsGetMany)
-    if can_set_if_absent and can_get_many:
-        return _TimedBoth(inner)
-    if can_set_if_absent:
-        return _TimedSetIfAbsent(inner)
-    if can_get_many:
-        return _TimedGetMany(inner)
-    return TimedStore(inner)
+    parts = tuple(part for ability, part in _ABILITIES if isinstance(inner, ability))
+    return _timed_class(parts)(inner)
 
 
 # ---------------------------------------------------------------- settings and results

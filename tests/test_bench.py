@@ -23,6 +23,7 @@ from slimcache import (
     Store,
     SummarizerError,
     SummaryContext,
+    SupportsCompareAndSet,
     SupportsGetMany,
     SupportsSetIfAbsent,
     approx_tokens,
@@ -135,6 +136,9 @@ async def test_figures_match_the_reference() -> None:
     assert memory.misses == store.misses == len(data.conversations)
     assert memory.extensions == ref.calls - len(data.conversations)
     assert (memory.input_tokens, memory.cache_hits) == (store.input_tokens, store.cache_hits)
+    # The timing proxy keeps every ability of the store (leases, compare-and-set), so the
+    # stateless replay makes the same store calls as the long-lived compressor.
+    assert store.store_round_trips == memory.store_round_trips
     assert naive.summarizer_calls > memory.summarizer_calls
     assert naive.input_tokens > 3 * memory.input_tokens
     assert report.ratio("memory", "summarizer_calls") == ref.calls / ref.naive_calls
@@ -390,23 +394,30 @@ class GetManyOnly(CountingStore):
 
 async def test_timed_store_shows_only_the_abilities_of_the_store() -> None:
     plain = timed_store(CountingStore())
-    both = timed_store(MemoryStore())
+    every = timed_store(MemoryStore())
     get_many_only = timed_store(GetManyOnly())
-    assert not isinstance(plain, (SupportsSetIfAbsent, SupportsGetMany))
-    assert isinstance(both, SupportsSetIfAbsent)
-    assert isinstance(both, SupportsGetMany)
+    assert not isinstance(plain, (SupportsSetIfAbsent, SupportsGetMany, SupportsCompareAndSet))
+    assert isinstance(every, SupportsSetIfAbsent)
+    assert isinstance(every, SupportsGetMany)
+    assert isinstance(every, SupportsCompareAndSet)
     assert isinstance(get_many_only, SupportsGetMany)
-    assert not isinstance(get_many_only, SupportsSetIfAbsent)
+    assert not isinstance(get_many_only, (SupportsSetIfAbsent, SupportsCompareAndSet))
+    assert type(every) is type(timed_store(MemoryStore()))
 
-    await both.set("k", "v")
-    assert await both.get("k") == "v"
-    assert isinstance(both, SupportsGetMany)
-    assert await both.get_many(["k", "x"]) == ["v", None]
-    assert isinstance(both, SupportsSetIfAbsent)
-    assert not await both.set_if_absent("k", "w")
-    await both.delete("k")
-    assert len(both.take_samples()) == 5
-    assert both.take_samples() == []
+    await every.set("k", "v")
+    assert await every.get("k") == "v"
+    assert isinstance(every, SupportsGetMany)
+    assert await every.get_many(["k", "x"]) == ["v", None]
+    assert isinstance(every, SupportsSetIfAbsent)
+    assert not await every.set_if_absent("k", "w")
+    assert isinstance(every, SupportsCompareAndSet)
+    assert not await every.compare_and_set("k", "other", "w")
+    assert await every.compare_and_set("k", "v", "w")
+    assert not await every.compare_and_delete("k", "v")
+    assert await every.compare_and_delete("k", "w")
+    await every.delete("k")
+    assert len(every.take_samples()) == 9
+    assert every.take_samples() == []
 
 
 def test_redact_url() -> None:
