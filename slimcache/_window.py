@@ -16,6 +16,7 @@ import copy
 import functools
 import inspect
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Union
@@ -98,6 +99,32 @@ class _Round:
     tokens_before: int = 0
 
 
+class _Turns:
+    """The compactions of one window id on one store object, in this process, one at a time.
+
+    A task that compacts a history shorter than one already compacted cannot use that
+    summary (it reaches past its messages) and would summarize its own again; taking turns,
+    and reading the history again when another task got further, avoids that.
+    """
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.epoch = ""
+        self.count = 0
+
+
+# Weak values: the entry lives as long as a window using it.
+_TURNS: weakref.WeakValueDictionary[tuple[int, str], _Turns] = weakref.WeakValueDictionary()
+
+
+def _turns_for(store: Store, prefix: str) -> _Turns:
+    turns = _TURNS.get((id(store), prefix))
+    if turns is None:
+        turns = _Turns()
+        _TURNS[(id(store), prefix)] = turns
+    return turns
+
+
 # The round in progress in this task: the summarizer runs inside the compressor's call, and
 # this is how it finds which history it is compacting.
 _ROUND: contextvars.ContextVar[_Round | None] = contextvars.ContextVar(
@@ -114,6 +141,11 @@ class SlidingWindow:
     ``window_size`` remain, so the summarizer runs about once per ``batch`` pushes, not on
     every push. An assistant message with tool calls is never separated from its results, and
     leading system messages stay pinned in front of the summary, never summarized.
+
+    Concurrent pushes lose no message (see :class:`ConversationWindowMemory`). Windows with
+    the same id on the same store object take turns compacting within a process, so each
+    message is summarized once; windows in separate processes that compact at the same moment
+    may both summarize a batch, and the longer summary is kept.
 
     Args:
         id: The window's id: the store keys' thread id. The same id and store give the same
@@ -228,6 +260,7 @@ class SlidingWindow:
             store_timeout=store_timeout,
         )
         self._store = resolved
+        self._turns = _turns_for(resolved, self._keys.prefix)
         self._mirror: _Mirror | None = None
         self._evictions = 0
         self._stats = WindowStats()
@@ -289,7 +322,11 @@ class SlidingWindow:
         head = await self._memory._append(self._id, messages)
         if head is None:
             return
-        await self._compact(await self._history(head))
+        async with self._turns.lock:
+            if head.epoch == self._turns.epoch and head.count < self._turns.count:
+                # Another task here has compacted a longer history since this append.
+                head = await self._memory._read_head(self._keys)
+            await self._compact(await self._history(head))
 
     async def get_messages(self) -> list[dict[str, Any]]:
         """Return the messages to send: ``[summary_message, *recent]``.
@@ -304,8 +341,9 @@ class SlidingWindow:
             SummarizerError: A due compaction failed (nothing changed).
             StoreError: The store failed.
         """
-        head = await self._memory._read_head(self._keys)
-        result = await self._compact(await self._history(head))
+        async with self._turns.lock:
+            head = await self._memory._read_head(self._keys)
+            result = await self._compact(await self._history(head))
         return copy.deepcopy(result.messages)
 
     def get_stats(self) -> WindowStats:
@@ -337,6 +375,7 @@ class SlidingWindow:
         if head is None:
             self._mirror = None
             return []
+        self._turns.epoch, self._turns.count = head.epoch, head.count
         mirror = self._mirror
         known: list[dict[str, Any]] = []
         if mirror is not None and mirror.epoch == head.epoch and len(mirror.messages) <= head.count:
