@@ -82,7 +82,12 @@ class Lease:
     async def acquire(self) -> bool:
         """Take the lease if nobody holds it; return whether this worker now holds it."""
         value = self._fresh_value()
-        if await self.io.set_if_absent(self.key, value, ttl=self.ttl):
+        try:
+            won = await self.io.set_if_absent(self.key, value, ttl=self.ttl)
+        except StoreError:
+            self._clean_up_later(value)
+            raise
+        if won:
             self.value = value
         return self.held
 
@@ -94,7 +99,12 @@ class Lease:
         if not self.io.compares or not lease_is_abandoned(seen, self.clock()):
             return False
         value = self._fresh_value()
-        if await self.io.compare_and_set(self.key, seen, value, ttl=self.ttl):
+        try:
+            won = await self.io.compare_and_set(self.key, seen, value, ttl=self.ttl)
+        except StoreError:
+            self._clean_up_later(value)
+            raise
+        if won:
             logger.warning("took over the abandoned lease %s", self.key)
             self.value = value
         return self.held
@@ -149,9 +159,18 @@ class Lease:
             if not background_on_failure:
                 raise
             logger.warning("could not release the lease %s, retrying: %s", self.key, exc)
-            task = asyncio.get_running_loop().create_task(self._release_later(value))
-            _PENDING.add(task)
-            task.add_done_callback(_PENDING.discard)
+            self._clean_up_later(value)
+
+    def _clean_up_later(self, value: str) -> None:
+        """Delete ``value`` from the lease key in the background once the store answers.
+
+        A write that failed on the client's side (a timeout) may still have been carried out
+        by the server once it resumed; then nobody owns that lease. Only a lease holding
+        exactly ``value`` is deleted, so a lease another worker took since is left alone.
+        """
+        task = asyncio.get_running_loop().create_task(self._release_later(value))
+        _PENDING.add(task)
+        task.add_done_callback(_PENDING.discard)
 
     async def _delete_own(self, value: str) -> None:
         if self.io.compares:
