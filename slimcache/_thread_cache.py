@@ -17,6 +17,7 @@ from slimcache._exceptions import StoreError
 from slimcache._keys import ThreadKeys
 from slimcache._results import Stats
 from slimcache._store import Store, SupportsCompareAndSet, SupportsGetMany, SupportsSetIfAbsent
+from slimcache.adapters import run_bounded
 
 __all__ = ["StoreIO", "StoreTimeout", "ThreadCache"]
 
@@ -26,43 +27,6 @@ _T = TypeVar("_T")
 
 # Attempts at writing the index when other workers keep writing it in between.
 _INDEX_ATTEMPTS = 8
-
-
-async def _bounded(call: Coroutine[Any, Any, _T], timeout: float) -> _T:
-    """Await ``call`` for at most ``timeout`` seconds, whatever the driver does when cancelled.
-
-    ``asyncio.wait_for`` waits for the cancelled call to finish unwinding, and a driver may
-    unwind by talking to the very server that froze (a rollback, a connection close). The call
-    runs as its own task instead: on timeout, or when the caller is cancelled, it is cancelled
-    and left to unwind in the background, and the caller returns at once.
-    """
-    task = asyncio.ensure_future(call)
-    try:
-        done, _ = await asyncio.wait((task,), timeout=timeout)
-    except asyncio.CancelledError:
-        task.cancel()
-        _detach(task)
-        raise
-    if not done:
-        task.cancel()
-        _detach(task)
-        raise asyncio.TimeoutError
-    return task.result()
-
-
-# Cancelled store calls still unwinding, referenced until they finish.
-_UNWINDING: set[asyncio.Future[Any]] = set()
-
-
-def _detach(task: asyncio.Future[Any]) -> None:
-    _UNWINDING.add(task)
-    task.add_done_callback(_forget)
-
-
-def _forget(task: asyncio.Future[Any]) -> None:
-    _UNWINDING.discard(task)
-    if not task.cancelled():
-        task.exception()  # retrieved, so it is never reported as unretrieved
 
 
 class StoreTimeout(StoreError):
@@ -101,7 +65,7 @@ class StoreIO:
         try:
             if self.timeout is None:
                 return await call
-            return await _bounded(call, self.timeout)
+            return await run_bounded(call, self.timeout)
         except asyncio.TimeoutError as exc:
             self.stats.store_errors += 1
             raise StoreTimeout(f"store {what} timed out after {self.timeout:g}s") from exc

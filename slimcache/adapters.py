@@ -20,7 +20,8 @@ The rules they share:
   and the key, with the driver's exception chained as ``__cause__``; a bad argument is a
   :class:`~slimcache.ConfigurationError` raised before anything is sent.
 - **Timeouts.** Every call is bounded: ``DEFAULT_STORE_TIMEOUT`` seconds unless configured,
-  checked with :func:`check_seconds`.
+  checked with :func:`check_seconds`, and enforced with :func:`run_bounded`, which returns at
+  the bound even when the cancelled driver call takes long to unwind.
 - **Options.** A ``from_url`` option may be given in the URL's query or as a keyword argument,
   never both: :func:`combine_options` raises instead of silently picking one.
 - **Values.** Bytes that are not UTF-8 (written by some other program) are decoded with
@@ -30,9 +31,10 @@ The rules they share:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
@@ -47,6 +49,7 @@ __all__ = [
     "combine_options",
     "decode_value",
     "positive_int",
+    "run_bounded",
     "translate_errors",
     "validate_ttl",
 ]
@@ -57,6 +60,57 @@ DEFAULT_STORE_TIMEOUT = 5.0
 """Seconds one store call may take by default before it fails with ``StoreError``."""
 
 _Self = TypeVar("_Self", bound="ClosingStore")
+_T = TypeVar("_T")
+
+# Calls abandoned at their time bound that are still unwinding, referenced until they finish.
+_UNWINDING: set[asyncio.Future[Any]] = set()
+
+
+async def run_bounded(
+    call: Awaitable[_T],
+    seconds: float,
+    *,
+    unwinding: set[asyncio.Future[Any]] | None = None,
+) -> _T:
+    """Await ``call`` for at most ``seconds``, however long the driver takes to give up.
+
+    ``asyncio.wait_for`` waits for a cancelled call to finish unwinding, and a driver may unwind
+    by talking to the very server that is stuck (a rollback waiting on a lock, a connection
+    close). The call runs as a task of its own instead: past the bound, or when the caller is
+    cancelled (its own ``wait_for``), the task is cancelled and left to unwind in the
+    background, and this returns at once.
+
+    Args:
+        call: The driver call.
+        seconds: The bound.
+        unwinding: Where abandoned calls are kept until they finish (a store can wait for them
+            in ``aclose``); a module-level set by default.
+
+    Raises:
+        asyncio.TimeoutError: The call did not finish in time.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=seconds)
+    except asyncio.CancelledError:
+        _abandon(task, _UNWINDING if unwinding is None else unwinding)
+        raise
+    if not done:
+        _abandon(task, _UNWINDING if unwinding is None else unwinding)
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+def _abandon(task: asyncio.Future[Any], unwinding: set[asyncio.Future[Any]]) -> None:
+    task.cancel()
+    unwinding.add(task)
+
+    def forget(done: asyncio.Future[Any]) -> None:
+        unwinding.discard(done)
+        if not done.cancelled():
+            done.exception()  # retrieved, so it is never reported as unretrieved
+
+    task.add_done_callback(forget)
 
 
 def check_seconds(name: str, value: object, *, allow_none: bool = False) -> float | None:

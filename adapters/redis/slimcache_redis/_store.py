@@ -23,6 +23,7 @@ from slimcache.adapters import (
     combine_options,
     decode_value,
     positive_int,
+    run_bounded,
     translate_errors,
     validate_ttl,
 )
@@ -100,41 +101,6 @@ def _driver_timeout(name: str, value: object, timeout: float) -> float:
             "each call; raise timeout as well"
         )
     return seconds
-
-
-async def _within(seconds: float, call: Awaitable[_T]) -> _T:
-    """Await ``call`` for at most ``seconds``; past that, or when the caller is cancelled, the
-    call is cancelled and left to finish unwinding on its own, and this returns at once.
-
-    Raises:
-        asyncio.TimeoutError: The call did not finish in time.
-    """
-    task = asyncio.ensure_future(call)
-    try:
-        done, _ = await asyncio.wait((task,), timeout=seconds)
-    except asyncio.CancelledError:
-        _abandon(task)
-        raise
-    if not done:
-        _abandon(task)
-        raise asyncio.TimeoutError
-    return task.result()
-
-
-# Calls cancelled on timeout that are still unwinding, kept referenced until they finish.
-_UNWINDING: set[asyncio.Future[Any]] = set()
-
-
-def _abandon(task: asyncio.Future[Any]) -> None:
-    task.cancel()
-    _UNWINDING.add(task)
-    task.add_done_callback(_forget)
-
-
-def _forget(task: asyncio.Future[Any]) -> None:
-    _UNWINDING.discard(task)
-    if not task.cancelled():
-        task.exception()  # retrieved, so it is never reported as unretrieved
 
 
 def _check_prefix(prefix: object) -> str:
@@ -372,7 +338,7 @@ class RedisStore(ClosingStore):
         """Await one redis-py call within the store's timeout, translating its failures."""
         with translate_errors(f"Redis {operation}", what, _DRIVER_ERRORS):
             try:
-                return await _within(self._timeout, call)
+                return await run_bounded(call, self._timeout)
             except asyncio.TimeoutError as exc:
                 raise StoreError(
                     f"Redis {operation} of {what} failed: no answer within {self._timeout:g} s"

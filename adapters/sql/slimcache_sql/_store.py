@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import (
@@ -45,6 +45,7 @@ from slimcache.adapters import (
     check_seconds,
     combine_options,
     positive_int,
+    run_bounded,
     translate_errors,
     validate_ttl,
 )
@@ -139,42 +140,6 @@ def _pool_size(value: object) -> int:
                 f"pool_size must be a positive integer, got {value!r}"
             ) from None
     return positive_int("pool_size", value)
-
-
-async def _within(seconds: float, call: Coroutine[Any, Any, _T], unwinding: set[Any]) -> _T:
-    """Await ``call`` for at most ``seconds``, however long the driver takes to give up.
-
-    ``asyncio.wait_for`` would wait for a cancelled call to unwind, and a driver unwinds by
-    talking to the database that is stuck (a rollback waiting on a lock, a connection close).
-    The call runs as a task of its own instead: past the bound, or when the caller is
-    cancelled (its own ``wait_for``), the task is cancelled and left to unwind in the
-    background (it is kept in ``unwinding`` until then), and this returns at once.
-
-    Raises:
-        asyncio.TimeoutError: The call did not finish in time.
-    """
-    task = asyncio.ensure_future(call)
-    try:
-        done, _ = await asyncio.wait((task,), timeout=seconds)
-    except asyncio.CancelledError:
-        _abandon(task, unwinding)
-        raise
-    if not done:
-        _abandon(task, unwinding)
-        raise asyncio.TimeoutError
-    return task.result()
-
-
-def _abandon(task: asyncio.Future[Any], unwinding: set[Any]) -> None:
-    task.cancel()
-    unwinding.add(task)
-
-    def forget(done: asyncio.Future[Any]) -> None:
-        unwinding.discard(done)
-        if not done.cancelled():
-            done.exception()  # retrieved, so it is never reported as unretrieved
-
-    task.add_done_callback(forget)
 
 
 def _describe_key(key: object) -> str:
@@ -274,7 +239,7 @@ class SQLStore(ClosingStore):
         )
         self._ready = False
         self._setup_lock = asyncio.Lock()
-        # Calls abandoned at the time bound that are still unwinding (see _within).
+        # Calls abandoned at the time bound that are still unwinding (see run_bounded).
         self._unwinding: set[asyncio.Future[Any]] = set()
         if dialect == "sqlite":
             _install_sqlite_pragmas(engine, busy)
@@ -443,7 +408,7 @@ class SQLStore(ClosingStore):
                     return await work(conn)
 
         try:
-            return await _within(self._timeout, attempt(), self._unwinding)
+            return await run_bounded(attempt(), self._timeout, unwinding=self._unwinding)
         except asyncio.TimeoutError as exc:
             raise StoreError(
                 f"SQLStore {operation} of {what} failed: no answer within {self._timeout:g} s"
