@@ -54,6 +54,7 @@ part level 3, and so on. Deeper values, and values that contain themselves, are 
 _CANONICAL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 _TOOL_CALLS_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 # The role field of a canonical form, up to the tool call id that follows it.
+_NO_CALLS: frozenset[str] = frozenset()
 _ROLE_FIELD = {
     role: ',"role":"{}","tool_call_id":'.format("user" if role == "human" else role)
     for role in ROLES
@@ -344,17 +345,6 @@ def _canonical(message: Message, role: str, index: int) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def _check_unhashed(message: Message, index: int) -> None:
-    metadata = message.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise _fail("'metadata' must be a dict", index)
-    message_id = message.get("id")
-    if message_id is not None and (
-        isinstance(message_id, bool) or not isinstance(message_id, (str, int))
-    ):
-        raise _fail("'id' must be a string or an integer", index)
-
-
 def check_messages(
     messages: Sequence[Message],
     counter: TokenCounter = approx_tokens,
@@ -373,7 +363,8 @@ def check_messages(
     tokens: list[int] = []
     unit_end: list[int] = []
     pinned = 0
-    open_calls: set[str] = set()  # unanswered calls of the assistant message being answered
+    # Unanswered calls of the assistant message being answered; replaced, never mutated.
+    open_calls: frozenset[str] = _NO_CALLS
     answered_unit_start = -1
     for index, message in enumerate(messages):
         if type(message) is not dict and not isinstance(message, Mapping):
@@ -394,7 +385,7 @@ def check_messages(
             and (tool_call_id is None or isinstance(tool_call_id, str))
             and message.get("tool_calls") is None
         )
-        call_ids: list[str] = []
+        call_ids: list[str] | None = None
         if not plain:
             call_ids = _check_tool_calls(message, index, role)
             _check_content(message, index, role, bool(call_ids))
@@ -402,7 +393,15 @@ def check_messages(
                 value = message.get(key)
                 if value is not None and not isinstance(value, str):
                     raise _fail(f"'{key}' must be a string", index)
-        _check_unhashed(message, index)
+        # Not hashed, so free to change, but of the types documented.
+        metadata = message.get("metadata")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise _fail("'metadata' must be a dict", index)
+        message_id = message.get("id")
+        if message_id is not None and (
+            isinstance(message_id, bool) or not isinstance(message_id, (str, int))
+        ):
+            raise _fail("'id' must be a string or an integer", index)
 
         if role == "tool":
             if not isinstance(tool_call_id, str) or not tool_call_id:
@@ -413,12 +412,12 @@ def check_messages(
                     "message directly before it",
                     index,
                 )
-            open_calls.discard(tool_call_id)
+            open_calls = open_calls - {tool_call_id}
             for pos in range(answered_unit_start, index):
                 unit_end[pos] = index
             unit_end.append(index)
         else:
-            open_calls = set(call_ids)
+            open_calls = frozenset(call_ids) if call_ids else _NO_CALLS
             answered_unit_start = index
             unit_end.append(index)
         if index == pinned and role in PINNED_ROLES:
