@@ -22,7 +22,7 @@ from typing import Union
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._keys import fingerprint_chain
 from slimcache._messages import CheckedMessages
-from slimcache._policy import Keep, KeepMessages, Trigger, WindowState, is_settled
+from slimcache._policy import Keep, KeepMessages, KeepTokens, Trigger, WindowState, is_settled
 
 __all__ = [
     "Decision",
@@ -203,10 +203,23 @@ def eviction_boundary(
         stays verbatim, and an assistant message with tool calls is never separated from its
         tool results.
     """
+    floor = keep.messages if isinstance(keep, KeepMessages) else 1
+    if type(keep) in (KeepMessages, KeepTokens):
+        return _boundary_from_the_end(checked, window_start, keep, settled, floor)
+    return _boundary_from_the_front(checked, window_start, keep, settled, floor)
+
+
+def _boundary_from_the_front(
+    checked: CheckedMessages,
+    window_start: int,
+    keep: Keep,
+    settled: Callable[[int, int], bool] | None,
+    floor: int,
+) -> int | None:
+    """Evict unit by unit from the window's front; works for any keep policy."""
     total = len(checked)
     remaining = total - window_start
     remaining_tokens = sum(checked.tokens[window_start:])
-    floor = keep.messages if isinstance(keep, KeepMessages) else 1
     boundary: int | None = None
     position = window_start
     while position < total:
@@ -222,6 +235,49 @@ def eviction_boundary(
         remaining_tokens -= sum(checked.tokens[position : end + 1])
         boundary, position = end, end + 1
     return boundary
+
+
+def _boundary_from_the_end(
+    checked: CheckedMessages,
+    window_start: int,
+    keep: Keep,
+    settled: Callable[[int, int], bool] | None,
+    floor: int,
+) -> int | None:
+    """The same boundary as the front-to-back walk, found in time proportional to the window.
+
+    Walking from the front stops at the first unit where eviction must stop (keep satisfied
+    and settled, the last unit, or the floor). For the built-in keep policies and triggers
+    that condition only grows truer as the window shrinks, so it is the earliest unit of the
+    run of stopping units at the end, found by walking back from the last message.
+    """
+    total = len(checked)
+    unit_end = checked.unit_end
+    tokens = checked.tokens
+    stop_at: int | None = None
+    kept_tokens = 0
+    position = total - 1
+    while position >= window_start:
+        start = position
+        while start > window_start and unit_end[start - 1] != start - 1:
+            start -= 1
+        kept_tokens += sum(tokens[start : position + 1])
+        kept = total - start
+        stops = (
+            unit_end[start] >= total - 1
+            or total - unit_end[start] - 1 < floor
+            or (
+                keep.satisfied(kept, kept_tokens)
+                and (settled is None or settled(kept, kept_tokens))
+            )
+        )
+        if not stops:
+            break
+        stop_at = start
+        position = start - 1
+    if stop_at is None or stop_at <= window_start:
+        return None
+    return stop_at - 1
 
 
 def _compression_boundary(

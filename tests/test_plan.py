@@ -5,8 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from slimcache import KeepMessages, MessageThreshold, RangeRef, SummaryEntry, ThreadIndex
+from slimcache import (
+    KeepMessages,
+    KeepTokens,
+    MessageThreshold,
+    RangeRef,
+    SummaryEntry,
+    ThreadIndex,
+)
 from slimcache._messages import check_messages
 from slimcache._plan import (
     Extend,
@@ -16,6 +25,8 @@ from slimcache._plan import (
     Serve,
     Summarize,
     Unchanged,
+    _boundary_from_the_end,
+    _boundary_from_the_front,
     decide,
     eviction_boundary,
     next_index,
@@ -179,3 +190,57 @@ def test_eviction_never_splits_a_tool_group(keep: int) -> None:
     assert boundary is not None
     assert checked.unit_end[boundary] == boundary
     assert messages[boundary + 1]["role"] != "tool"
+
+
+def random_history(data: st.DataObject) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "rules"}] * data.draw(
+        st.integers(0, 2)
+    )
+    for i in range(data.draw(st.integers(0, 40))):
+        if data.draw(st.booleans()):
+            calls = data.draw(st.integers(1, 3))
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": f"c{i}-{j}", "type": "function", "function": {"name": "f"}}
+                        for j in range(calls)
+                    ],
+                }
+            )
+            answered = data.draw(st.integers(0, calls))
+            messages += [
+                {"role": "tool", "tool_call_id": f"c{i}-{j}", "content": "x" * j}
+                for j in range(answered)
+            ]
+        else:
+            text = "w" * data.draw(st.integers(0, 60))
+            messages.append(
+                {"role": data.draw(st.sampled_from(["user", "assistant"])), "content": text}
+            )
+    return messages
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_the_walk_from_the_end_finds_the_same_boundary(data: st.DataObject) -> None:
+    checked = check_messages(random_history(data))
+    keep: KeepMessages | KeepTokens = data.draw(
+        st.one_of(
+            st.builds(KeepMessages, st.integers(1, 12)), st.builds(KeepTokens, st.integers(1, 200))
+        )
+    )
+    half = data.draw(st.integers(1, 30))
+
+    def settled(messages: int, tokens: int) -> bool:
+        return messages <= half
+
+    floor = keep.messages if isinstance(keep, KeepMessages) else 1
+    for start in range(checked.pinned, len(checked) + 1):
+        if start > checked.pinned and checked.unit_end[start - 1] != start - 1:
+            continue  # a window starts on a unit
+        for rule in (None, settled):
+            fast = _boundary_from_the_end(checked, start, keep, rule, floor)
+            assert fast == _boundary_from_the_front(checked, start, keep, rule, floor)
+            assert eviction_boundary(checked, start, keep, rule) == fast
