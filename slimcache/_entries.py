@@ -38,6 +38,11 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_version(value: object) -> bool:
+    # ``True == 1`` in Python: a JSON ``true`` is not version 1.
+    return _is_int(value) and value == ENTRY_VERSION
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -85,7 +90,7 @@ class SummaryEntry:
         """Rebuild an entry, or return ``None`` if it is malformed or not for this range."""
         if not isinstance(data, dict):
             return None
-        if data.get("format") != _SUMMARY_FORMAT or data.get("v") != ENTRY_VERSION:
+        if data.get("format") != _SUMMARY_FORMAT or not _is_version(data.get("v")):
             return None
         texts = ("thread", "fingerprint", "summary", "summarizer", "prompt", "strategy")
         ints = ("start", "end", "summary_tokens", "covered_tokens")
@@ -157,7 +162,7 @@ class ThreadIndex:
         data = _load(raw)
         if not isinstance(data, dict) or data.get("format") != _INDEX_FORMAT:
             return None
-        if data.get("v") != ENTRY_VERSION or data.get("thread") != thread:
+        if not _is_version(data.get("v")) or data.get("thread") != thread:
             return None
         ranges_raw = data.get("ranges")
         head_raw = data.get("head")
