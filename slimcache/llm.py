@@ -1,0 +1,377 @@
+"""Ready-made summarizers for the OpenAI and Anthropic APIs, through their official SDKs.
+
+Both are async :data:`slimcache.Summarizer` s: pass one to :class:`slimcache.SummarizeCompressor`
+(or any other slimcache compressor) in place of your own function::
+
+    from slimcache.llm import OpenAISummarizer
+
+    compressor = SummarizeCompressor(OpenAISummarizer("gpt-4o-mini"), store)
+
+The SDKs are optional: ``pip install "slimcache[openai]"`` or ``"slimcache[anthropic]"``.
+Importing this module needs neither; building a summarizer without its SDK raises
+:class:`~slimcache.MissingExtraError` naming the ``pip install`` to run.
+
+Transient failures (429, 408, 409, 5xx including Anthropic's 529 "overloaded", connection
+errors and timeouts) are retried by the SDK itself, with exponential backoff and jitter and
+honouring the server's ``Retry-After``; ``max_retries`` sets how many times. Anything else, and
+a reply without text, raises, and the compressor turns that into a
+:class:`~slimcache.SummarizerError` with the SDK's exception as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
+from slimcache._messages import Message
+from slimcache._summarizer import SummaryContext
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+    from anthropic.types import Message as AnthropicReply
+    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletion
+    from typing_extensions import Self
+
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_TIMEOUT",
+    "AnthropicSummarizer",
+    "OpenAISummarizer",
+]
+
+DEFAULT_MAX_RETRIES = 4
+"""Retries of a transient failure for a client the summarizer builds itself."""
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds one attempt may take, for a client the summarizer builds itself."""
+
+
+def _check_model(model: object) -> str:
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigurationError("model must be a non-empty string, e.g. 'gpt-4o-mini'")
+    return model
+
+
+def _check_max_retries(max_retries: object) -> int | None:
+    if max_retries is None:
+        return None
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ConfigurationError("max_retries must be an integer >= 0")
+    return max_retries
+
+
+def _check_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not timeout > 0
+        or math.isinf(timeout)
+    ):
+        raise ConfigurationError("timeout must be a positive, finite number of seconds")
+    return float(timeout)
+
+
+def _client_options(
+    client: object, base_url: str | None, api_key: str | None, provider: str
+) -> None:
+    if client is not None and (base_url is not None or api_key is not None):
+        raise ConfigurationError(
+            f"give either client= or base_url=/api_key= to the {provider} summarizer, not both: "
+            "the client already has its own"
+        )
+
+
+class _SDKSummarizer:
+    """What both summarizers share: identity, options, closing the client they built."""
+
+    provider = ""
+
+    def __init__(self, model: str) -> None:
+        self.model = _check_model(model)
+        self.name = f"{self.provider}:{model}"
+        # slimcache records summarizer_name(summarizer), "<module>.<__qualname__>", with every
+        # cached summary; a per-instance qualified name makes that id carry the model, so a
+        # change of model is a change of summarizer and older summaries are not reused.
+        self.__qualname__ = self.name
+        self._owns_client = False
+        self._closable: Any = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this summarizer built it (a client you gave is yours)."""
+        if self._owns_client and self._closable is not None:
+            await self._closable.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r})"
+
+
+class OpenAISummarizer(_SDKSummarizer):
+    """Summarizes with any OpenAI-compatible chat-completions API, via ``openai.AsyncOpenAI``.
+
+    Each call sends ``context.to_chat(messages)`` (the task's prompt as the system message, the
+    previous summary and the transcript as the user message) with the summary's token budget,
+    ``context.max_tokens``, as ``max_tokens``, and returns the reply's text.
+
+    The id slimcache records with each cached summary is ``"slimcache.llm.openai:<model>"``, so
+    summaries made with another model are not reused (see ``reuse_entries``).
+
+    Args:
+        model: The model name sent with every request, e.g. ``"gpt-4o-mini"``.
+        client: An ``openai.AsyncOpenAI`` to use (Azure, a proxy, custom HTTP settings).
+            Without one, a client is built from ``base_url`` and ``api_key``.
+        base_url: The API root, e.g. ``"http://localhost:11434/v1"`` for a local server
+            (default: ``OPENAI_BASE_URL``, else the OpenAI API).
+        api_key: The key (default: ``OPENAI_API_KEY``). A server that needs none still wants
+            a value: pass any string.
+        max_retries: How many times a transient failure is retried by the SDK. Default:
+            ``DEFAULT_MAX_RETRIES`` for a client built here; a given client's own setting.
+        timeout: Seconds one attempt may take. Default: ``DEFAULT_TIMEOUT`` for a client
+            built here; a given client's own setting. The compressor's
+            ``summarizer_timeout`` bounds all attempts together.
+        temperature: Sent when given; otherwise the server's default applies.
+        extra_body: Further JSON fields merged into every request body (server-specific
+            options).
+        token_limit: The request field that carries the budget: ``"max_tokens"`` (default)
+            or ``"max_completion_tokens"``, which OpenAI's reasoning models require.
+
+    Raises:
+        ConfigurationError: An invalid argument, both ``client`` and ``base_url``/``api_key``,
+            or no API key to be found.
+        MissingExtraError: The ``openai`` package is not installed and no client was given.
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        temperature: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        token_limit: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+    ) -> None:
+        super().__init__(model)
+        _client_options(client, base_url, api_key, "OpenAI")
+        retries = _check_max_retries(max_retries)
+        seconds = _check_timeout(timeout)
+        if temperature is not None and (
+            isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+        ):
+            raise ConfigurationError("temperature must be a number")
+        if token_limit not in ("max_tokens", "max_completion_tokens"):
+            raise ConfigurationError("token_limit must be 'max_tokens' or 'max_completion_tokens'")
+        self.temperature = temperature
+        self.extra_body = dict(extra_body) if extra_body is not None else None
+        self.token_limit = token_limit
+        if client is None:
+            client = _build_openai(base_url, api_key, retries, seconds)
+            self._owns_client = True
+        elif retries is not None or seconds is not None:
+            options: dict[str, Any] = {}
+            if retries is not None:
+                options["max_retries"] = retries
+            if seconds is not None:
+                options["timeout"] = seconds
+            client = client.with_options(**options)
+        self._client = client
+        self._closable = client
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        """The ``openai.AsyncOpenAI`` the requests go through."""
+        return self._client
+
+    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
+        """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
+
+        Returns:
+            The reply's text.
+
+        Raises:
+            openai.APIError: The request failed for good (after the retries, or at once for a
+                non-transient error such as 400 or 401).
+            SummarizerError: The reply has no text.
+        """
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": context.to_chat(messages),
+            self.token_limit: context.max_tokens,
+        }
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        if self.extra_body is not None:
+            request["extra_body"] = self.extra_body
+        completion: ChatCompletion = await self._client.chat.completions.create(**request)
+        if not completion.choices:
+            raise SummarizerError(f"{self.name} replied with no choices")
+        choice = completion.choices[0]
+        text = choice.message.content
+        if not text or not text.strip():
+            refusal = getattr(choice.message, "refusal", None)
+            why = f", refusal: {refusal!r:.200}" if refusal else ""
+            raise SummarizerError(
+                f"{self.name} replied with no text (finish_reason={choice.finish_reason!r}{why})"
+            )
+        return text
+
+
+class AnthropicSummarizer(_SDKSummarizer):
+    """Summarizes with the Anthropic Messages API, via ``anthropic.AsyncAnthropic``.
+
+    Each call sends the task's prompt (``context.prompt``) as ``system``, the previous summary
+    and the transcript as one user message, and the summary's token budget
+    (``context.max_tokens``) as ``max_tokens``; it returns the reply's text blocks joined.
+
+    The id slimcache records with each cached summary is ``"slimcache.llm.anthropic:<model>"``.
+
+    Args:
+        model: The model name sent with every request, e.g. ``"claude-haiku-4-5"``.
+        client: An ``anthropic.AsyncAnthropic`` to use. Without one, a client is built from
+            ``base_url`` and ``api_key``.
+        base_url: The API root (default: ``ANTHROPIC_BASE_URL``, else the Anthropic API).
+        api_key: The key (default: the SDK's own look-up, ``ANTHROPIC_API_KEY`` first).
+        max_retries: How many times a transient failure (429, 5xx, 529 overloaded, connection
+            errors, timeouts) is retried by the SDK. Default: ``DEFAULT_MAX_RETRIES`` for a
+            client built here; a given client's own setting.
+        timeout: Seconds one attempt may take. Default: ``DEFAULT_TIMEOUT`` for a client
+            built here; a given client's own setting.
+        extra_body: Further JSON fields merged into every request body, e.g.
+            ``{"temperature": 0}`` where the model takes one.
+
+    Raises:
+        ConfigurationError: An invalid argument, or both ``client`` and
+            ``base_url``/``api_key``.
+        MissingExtraError: The ``anthropic`` package is not installed and no client was given.
+    """
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncAnthropic | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(model)
+        _client_options(client, base_url, api_key, "Anthropic")
+        retries = _check_max_retries(max_retries)
+        seconds = _check_timeout(timeout)
+        self.extra_body = dict(extra_body) if extra_body is not None else None
+        if client is None:
+            client = _build_anthropic(base_url, api_key, retries, seconds)
+            self._owns_client = True
+        elif retries is not None or seconds is not None:
+            options: dict[str, Any] = {}
+            if retries is not None:
+                options["max_retries"] = retries
+            if seconds is not None:
+                options["timeout"] = seconds
+            client = client.with_options(**options)
+        self._client = client
+        self._closable = client
+
+    @property
+    def client(self) -> AsyncAnthropic:
+        """The ``anthropic.AsyncAnthropic`` the requests go through."""
+        return self._client
+
+    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
+        """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
+
+        Returns:
+            The reply's text blocks, joined.
+
+        Raises:
+            anthropic.APIError: The request failed for good (after the retries, or at once for
+                a non-transient error such as 400 or 401).
+            SummarizerError: The reply has no text.
+        """
+        chat = context.to_chat(messages)
+        request: dict[str, Any] = {
+            "model": self.model,
+            "system": chat[0]["content"],
+            "messages": [{"role": "user", "content": chat[1]["content"]}],
+            "max_tokens": context.max_tokens,
+        }
+        if self.extra_body is not None:
+            request["extra_body"] = self.extra_body
+        response: AnthropicReply = await self._client.messages.create(**request)
+        text = "".join(
+            getattr(block, "text", "") for block in response.content if block.type == "text"
+        )
+        if not text.strip():
+            raise SummarizerError(
+                f"{self.name} replied with no text (stop_reason={response.stop_reason!r})"
+            )
+        return text
+
+
+def _build_openai(
+    base_url: str | None, api_key: str | None, max_retries: int | None, timeout: float | None
+) -> AsyncOpenAI:
+    try:
+        import openai
+    except ImportError:
+        raise MissingExtraError(
+            'OpenAISummarizer needs the openai package: pip install "slimcache[openai]"'
+        ) from None
+    try:
+        return openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key,
+            max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+        )
+    except openai.OpenAIError as exc:
+        raise ConfigurationError(
+            f"cannot build the OpenAI client: {exc} (pass api_key= or set OPENAI_API_KEY)"
+        ) from exc
+
+
+def _build_anthropic(
+    base_url: str | None, api_key: str | None, max_retries: int | None, timeout: float | None
+) -> AsyncAnthropic:
+    try:
+        import anthropic
+    except ImportError:
+        raise MissingExtraError(
+            'AnthropicSummarizer needs the anthropic package: pip install "slimcache[anthropic]"'
+        ) from None
+    try:
+        return anthropic.AsyncAnthropic(
+            base_url=base_url,
+            api_key=api_key,
+            max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+        )
+    except anthropic.AnthropicError as exc:
+        raise ConfigurationError(
+            f"cannot build the Anthropic client: {exc} (pass api_key= or set ANTHROPIC_API_KEY)"
+        ) from exc

@@ -1,0 +1,475 @@
+"""OpenAISummarizer and AnthropicSummarizer against a local server speaking each API's format.
+
+The official SDKs are the clients; the server on loopback records what they send and answers
+with scripted errors, so the retries, the request bodies and the error paths are all real.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from slimcache import (
+    DEFAULT_SUMMARIZE_PROMPT,
+    ConfigurationError,
+    KeepMessages,
+    MemoryStore,
+    MessageThreshold,
+    MissingExtraError,
+    SummarizeCompressor,
+    SummarizerError,
+    SummaryContext,
+    SummaryEntry,
+    ThreadKeys,
+)
+from slimcache._summarizer import summarizer_name
+from slimcache.llm import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    AnthropicSummarizer,
+    OpenAISummarizer,
+)
+from tests.servers.llm_server import ANTHROPIC_PATH, OPENAI_PATH, LLMServer, Reply
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "test-key"
+# A server-directed wait of one millisecond keeps the retry tests quick.
+QUICK = {"retry-after-ms": "1"}
+
+HISTORY: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are terse."},
+    *({"role": ("user", "assistant")[i % 2], "content": f"turn {i}"} for i in range(8)),
+]
+
+
+def context(max_tokens: int = 321, previous: str | None = None) -> SummaryContext:
+    return SummaryContext(
+        task="extend" if previous else "summarize",
+        previous_summary=previous,
+        max_tokens=max_tokens,
+        prompt=f"Summarize in at most {max_tokens} tokens.",
+        thread_id="t",
+        start=1,
+        end=2,
+    )
+
+
+def openai_summarizer(server: LLMServer, **options: Any) -> OpenAISummarizer:
+    return OpenAISummarizer("tiny", base_url=server.openai_base_url, api_key=KEY, **options)
+
+
+def anthropic_summarizer(server: LLMServer, **options: Any) -> AnthropicSummarizer:
+    return AnthropicSummarizer(
+        "claude-tiny", base_url=server.anthropic_base_url, api_key=KEY, **options
+    )
+
+
+def compressor(summarizer: Any, store: MemoryStore) -> SummarizeCompressor:
+    return SummarizeCompressor(
+        summarizer, store, trigger=MessageThreshold(6), keep=KeepMessages(2), max_summary_tokens=77
+    )
+
+
+# ---------------------------------------------------------------- OpenAI: what is sent
+
+
+async def test_openai_sends_the_chat_and_the_budget(llm_server: LLMServer) -> None:
+    messages = HISTORY[1:3]
+    ctx = context(previous="earlier")
+    async with openai_summarizer(llm_server) as summarizer:
+        text = await summarizer(messages, ctx)
+    [request] = llm_server.requests
+    assert request.path == OPENAI_PATH
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.body["model"] == "tiny"
+    assert request.body["messages"] == ctx.to_chat(messages)
+    assert request.body["max_tokens"] == 321
+    assert "temperature" not in request.body
+    assert "max_completion_tokens" not in request.body
+    assert text == f"openai summary of {len(ctx.to_chat(messages)[1]['content'])} chars"
+
+
+async def test_openai_options_are_sent(llm_server: LLMServer) -> None:
+    summarizer = openai_summarizer(
+        llm_server,
+        temperature=0.2,
+        extra_body={"top_k": 5},
+        token_limit="max_completion_tokens",
+    )
+    await summarizer(HISTORY[1:3], context(max_tokens=50))
+    await summarizer.aclose()
+    body = llm_server.requests[0].body
+    assert body["temperature"] == 0.2
+    assert body["top_k"] == 5
+    assert body["max_completion_tokens"] == 50
+    assert "max_tokens" not in body
+
+
+async def test_openai_through_the_compressor_caches_by_model(llm_server: LLMServer) -> None:
+    store = MemoryStore()
+    summarizer = openai_summarizer(llm_server)
+    first = await compressor(summarizer, store).compress_detailed(HISTORY, thread_id="chat-1")
+    [request] = llm_server.requests
+    assert request.body["messages"][0] == {
+        "role": "system",
+        "content": DEFAULT_SUMMARIZE_PROMPT.format(max_tokens=77),
+    }
+    assert "turn 0" in request.body["messages"][1]["content"]
+    assert "turn 6" not in request.body["messages"][1]["content"]  # stays verbatim
+    assert request.body["max_tokens"] == 77
+    assert first.summary is not None
+    assert first.summary.startswith("openai summary of")
+    assert first.summary in first.messages[1]["content"]
+    assert [m["content"] for m in first.messages[-2:]] == ["turn 6", "turn 7"]
+
+    # A stateless second server: a new compressor on the same store makes no request.
+    again = await compressor(openai_summarizer(llm_server), store).compress(
+        HISTORY, thread_id="chat-1"
+    )
+    assert again == first.messages
+    assert len(llm_server.requests) == 1
+
+    assert first.summary_range is not None
+    start, end = first.summary_range
+    raw = await store.get(ThreadKeys("chat-1").summary(start, end))
+    entry = SummaryEntry.parse(raw, thread="chat-1", start=start, end=end)
+    assert entry is not None
+    assert entry.summarizer == "slimcache.llm.openai:tiny" == summarizer_name(summarizer)
+    assert summarizer.name == "openai:tiny"
+
+    # Another model is another summarizer: the cached summary is not reused.
+    other = OpenAISummarizer("bigger", base_url=llm_server.openai_base_url, api_key=KEY)
+    await compressor(other, store).compress(HISTORY, thread_id="chat-1")
+    assert [r.body["model"] for r in llm_server.requests] == ["tiny", "bigger"]
+    await summarizer.aclose()
+    await other.aclose()
+
+
+async def test_openai_extends_with_only_the_new_messages(llm_server: LLMServer) -> None:
+    store = MemoryStore()
+    async with openai_summarizer(llm_server) as summarizer:
+        first = await compressor(summarizer, store).compress_detailed(HISTORY, thread_id="c")
+        longer = [*HISTORY, *({"role": "user", "content": f"new {i}"} for i in range(6))]
+        await compressor(summarizer, store).compress(longer, thread_id="c")
+    assert len(llm_server.requests) == 2
+    user = llm_server.requests[1].body["messages"][1]["content"]
+    assert f"Summary so far:\n{first.summary}" in user
+    assert "turn 0" not in user  # already in the summary
+    assert "new 0" in user
+
+
+# ---------------------------------------------------------------- OpenAI: retries and errors
+
+
+async def test_openai_retries_rate_limits_and_server_errors(llm_server: LLMServer) -> None:
+    llm_server.enqueue(
+        Reply(429, headers=QUICK), Reply(500, headers=QUICK), Reply(503, headers=QUICK)
+    )
+    summarizer = openai_summarizer(llm_server, max_retries=3)
+    text = await summarizer(HISTORY[1:3], context())
+    await summarizer.aclose()
+    assert text.startswith("openai summary of")
+    assert len(llm_server.requests) == 4
+    assert all(r.body == llm_server.requests[0].body for r in llm_server.requests)
+
+
+async def test_openai_retries_with_backoff_without_retry_after(llm_server: LLMServer) -> None:
+    llm_server.enqueue(Reply(502))
+    async with openai_summarizer(llm_server) as summarizer:
+        assert (await summarizer(HISTORY[1:3], context())).startswith("openai summary")
+    assert len(llm_server.requests) == 2
+
+
+async def test_openai_retries_a_dropped_connection(llm_server: LLMServer) -> None:
+    llm_server.enqueue(Reply(drop=True))
+    async with openai_summarizer(llm_server, max_retries=1) as summarizer:
+        assert (await summarizer(HISTORY[1:3], context())).startswith("openai summary")
+    assert len(llm_server.requests) == 2
+
+
+async def test_openai_retries_a_timeout(llm_server: LLMServer) -> None:
+    llm_server.enqueue(Reply(delay=2.0))
+    async with openai_summarizer(llm_server, max_retries=1, timeout=0.3) as summarizer:
+        assert (await summarizer(HISTORY[1:3], context())).startswith("openai summary")
+    assert len(llm_server.requests) == 2
+
+
+async def test_openai_gives_up_after_max_retries(llm_server: LLMServer) -> None:
+    llm_server.enqueue(*[Reply(500, headers=QUICK)] * 3)
+    store = MemoryStore()
+    async with openai_summarizer(llm_server, max_retries=1) as summarizer:
+        with pytest.raises(SummarizerError) as caught:
+            await compressor(summarizer, store).compress(HISTORY, thread_id="c")
+    assert isinstance(caught.value.__cause__, openai.InternalServerError)
+    assert len(llm_server.requests) == 2
+    assert await store.get(ThreadKeys("c").index) is None  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(400, openai.BadRequestError), (401, openai.AuthenticationError)],
+)
+async def test_openai_does_not_retry_a_client_error(
+    llm_server: LLMServer, status: int, error: type[Exception]
+) -> None:
+    llm_server.enqueue(Reply(status, headers=QUICK))
+    async with openai_summarizer(llm_server) as summarizer:
+        with pytest.raises(error):
+            await summarizer(HISTORY[1:3], context())
+    assert len(llm_server.requests) == 1
+
+
+async def test_openai_empty_reply_is_a_summarizer_error(llm_server: LLMServer) -> None:
+    llm_server.enqueue(Reply(text=""), Reply(text="  "))
+    store = MemoryStore()
+    async with openai_summarizer(llm_server) as summarizer:
+        with pytest.raises(SummarizerError, match="no text"):
+            await summarizer(HISTORY[1:3], context())
+        with pytest.raises(SummarizerError, match="no text"):
+            await compressor(summarizer, store).compress(HISTORY, thread_id="c")
+    assert len(llm_server.requests) == 2
+
+
+# ---------------------------------------------------------------- OpenAI: the client
+
+
+async def test_openai_client_settings(llm_server: LLMServer) -> None:
+    built = openai_summarizer(llm_server)
+    assert built.client.max_retries == DEFAULT_MAX_RETRIES
+    assert built.client.timeout == DEFAULT_TIMEOUT
+    await built.aclose()
+    assert built.client.is_closed()
+
+    mine = openai.AsyncOpenAI(base_url=llm_server.openai_base_url, api_key=KEY, max_retries=0)
+    as_given = OpenAISummarizer("tiny", client=mine)
+    assert as_given.client is mine
+    tuned = OpenAISummarizer("tiny", client=mine, max_retries=1, timeout=5)
+    assert tuned.client.max_retries == 1
+    assert tuned.client.timeout == 5
+    assert mine.max_retries == 0  # the caller's client is not changed
+    llm_server.enqueue(Reply(500, headers=QUICK))
+    assert (await tuned(HISTORY[1:3], context())).startswith("openai summary")
+    assert len(llm_server.requests) == 2
+    await as_given.aclose()
+    await tuned.aclose()
+    assert not mine.is_closed()  # the caller closes their own client
+    await mine.close()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"model": ""},
+        {"max_retries": -1},
+        {"max_retries": True},
+        {"timeout": 0},
+        {"timeout": float("inf")},
+        {"temperature": "hot"},
+        {"token_limit": "max_output_tokens"},
+        {"api_key": KEY, "client": "a client"},
+    ],
+)
+def test_openai_rejects_bad_options(options: dict[str, Any]) -> None:
+    arguments: dict[str, Any] = {"model": "tiny", "api_key": KEY, **options}
+    with pytest.raises(ConfigurationError):
+        OpenAISummarizer(**arguments)
+
+
+def test_openai_without_a_key_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        OpenAISummarizer("tiny")
+
+
+# ---------------------------------------------------------------- Anthropic
+
+
+async def test_anthropic_sends_system_user_and_budget(llm_server: LLMServer) -> None:
+    messages = HISTORY[1:3]
+    ctx = context(previous="earlier")
+    async with anthropic_summarizer(llm_server) as summarizer:
+        text = await summarizer(messages, ctx)
+    [request] = llm_server.requests
+    chat = ctx.to_chat(messages)
+    assert request.path == ANTHROPIC_PATH
+    # The key travels as x-api-key or, in newer SDKs, as a bearer token.
+    assert KEY in (request.headers.get("x-api-key"), request.headers.get("authorization", "")[7:])
+    assert request.headers["anthropic-version"]
+    assert request.body["model"] == "claude-tiny"
+    assert request.body["system"] == ctx.prompt
+    assert request.body["messages"] == [{"role": "user", "content": chat[1]["content"]}]
+    assert request.body["max_tokens"] == 321
+    assert "temperature" not in request.body
+    assert text == f"anthropic summary of {len(chat[1]['content'])} chars"
+
+
+async def test_anthropic_options_are_sent(llm_server: LLMServer) -> None:
+    async with anthropic_summarizer(
+        llm_server, extra_body={"temperature": 0.0, "top_k": 3}
+    ) as summarizer:
+        await summarizer(HISTORY[1:3], context())
+    body = llm_server.requests[0].body
+    assert body["temperature"] == 0.0
+    assert body["top_k"] == 3
+
+
+async def test_anthropic_retries_429_500_and_529(llm_server: LLMServer) -> None:
+    llm_server.enqueue(
+        Reply(429, headers=QUICK), Reply(500, headers=QUICK), Reply(529, headers=QUICK)
+    )
+    async with anthropic_summarizer(llm_server, max_retries=3) as summarizer:
+        text = await summarizer(HISTORY[1:3], context())
+    assert text.startswith("anthropic summary of")
+    assert len(llm_server.requests) == 4
+    assert all(r.body == llm_server.requests[0].body for r in llm_server.requests)
+
+
+async def test_anthropic_retries_a_dropped_connection(llm_server: LLMServer) -> None:
+    llm_server.enqueue(Reply(drop=True))
+    async with anthropic_summarizer(llm_server, max_retries=1) as summarizer:
+        assert (await summarizer(HISTORY[1:3], context())).startswith("anthropic summary")
+    assert len(llm_server.requests) == 2
+
+
+async def test_anthropic_gives_up_on_overload_after_max_retries(llm_server: LLMServer) -> None:
+    llm_server.enqueue(*[Reply(529, headers=QUICK)] * 3)
+    async with anthropic_summarizer(llm_server, max_retries=2) as summarizer:
+        with pytest.raises(SummarizerError) as caught:
+            await compressor(summarizer, MemoryStore()).compress(HISTORY, thread_id="c")
+    assert isinstance(caught.value.__cause__, anthropic.APIStatusError)
+    assert caught.value.__cause__.status_code == 529
+    assert len(llm_server.requests) == 3
+
+
+async def test_anthropic_does_not_retry_a_bad_request(llm_server: LLMServer) -> None:
+    llm_server.enqueue(Reply(400, headers=QUICK))
+    async with anthropic_summarizer(llm_server) as summarizer:
+        with pytest.raises(anthropic.BadRequestError):
+            await summarizer(HISTORY[1:3], context())
+    assert len(llm_server.requests) == 1
+
+
+async def test_anthropic_empty_reply_is_a_summarizer_error(llm_server: LLMServer) -> None:
+    llm_server.enqueue(Reply(text=""))
+    async with anthropic_summarizer(llm_server) as summarizer:
+        with pytest.raises(SummarizerError, match="no text"):
+            await summarizer(HISTORY[1:3], context())
+
+
+async def test_anthropic_through_the_compressor(llm_server: LLMServer) -> None:
+    store = MemoryStore()
+    async with anthropic_summarizer(llm_server) as summarizer:
+        result = await compressor(summarizer, store).compress_detailed(HISTORY, thread_id="a")
+        again = await compressor(summarizer, store).compress(HISTORY, thread_id="a")
+    assert again == result.messages
+    [request] = llm_server.requests
+    assert request.body["system"] == DEFAULT_SUMMARIZE_PROMPT.format(max_tokens=77)
+    assert request.body["max_tokens"] == 77
+    assert result.summary is not None
+    assert result.summary.startswith("anthropic summary")
+    assert summarizer_name(summarizer) == "slimcache.llm.anthropic:claude-tiny"
+
+
+async def test_anthropic_client_settings(llm_server: LLMServer) -> None:
+    built = anthropic_summarizer(llm_server)
+    assert built.client.max_retries == DEFAULT_MAX_RETRIES
+    assert built.client.timeout == DEFAULT_TIMEOUT
+    await built.aclose()
+    assert built.client.is_closed()
+    mine = anthropic.AsyncAnthropic(base_url=llm_server.anthropic_base_url, api_key=KEY)
+    tuned = AnthropicSummarizer("claude-tiny", client=mine, max_retries=0)
+    assert tuned.client.max_retries == 0
+    assert mine.max_retries != 0
+    llm_server.enqueue(Reply(500, headers=QUICK))
+    with pytest.raises(anthropic.InternalServerError):
+        await tuned(HISTORY[1:3], context())
+    assert len(llm_server.requests) == 1
+    await tuned.aclose()
+    assert not mine.is_closed()
+    await mine.close()
+    with pytest.raises(ConfigurationError, match="not both"):
+        AnthropicSummarizer("claude-tiny", client=mine, base_url="http://127.0.0.1:1")
+
+
+# ---------------------------------------------------------------- the optional SDKs
+
+
+@pytest.mark.parametrize(
+    ("make", "module", "extra"),
+    [
+        (lambda: OpenAISummarizer("tiny", api_key=KEY), "openai", "openai"),
+        (lambda: AnthropicSummarizer("claude-tiny", api_key=KEY), "anthropic", "anthropic"),
+    ],
+)
+def test_a_missing_sdk_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, make: Any, module: str, extra: str
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import <module>` fail
+    with pytest.raises(MissingExtraError, match=rf'pip install "slimcache\[{extra}\]"') as caught:
+        make()
+    assert isinstance(caught.value, ImportError)
+
+
+def test_importing_slimcache_imports_no_sdk() -> None:
+    code = (
+        "import sys, slimcache, slimcache.llm, slimcache.langchain\n"
+        "print(sorted(m for m in ('openai', 'anthropic', 'langchain_core') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- the docs example
+
+
+def run_example(env: dict[str, str]) -> str:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "llm_summarizers.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**keep, **env},
+    )
+    return result.stdout
+
+
+def test_example_runs_with_openai(llm_server: LLMServer) -> None:
+    out = run_example({"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": llm_server.openai_base_url})
+    assert "openai:gpt-4o-mini -> Summary of the earlier conversation:" in out
+    assert "openai summary of" in out
+    assert "same: True calls: 1" in out
+    [request] = llm_server.requests
+    assert request.path == OPENAI_PATH
+    assert request.body["model"] == "gpt-4o-mini"
+    assert request.body["max_tokens"] == 200
+    assert "Sintra" in request.body["messages"][1]["content"]
+
+
+def test_example_runs_with_anthropic(llm_server: LLMServer) -> None:
+    out = run_example(
+        {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": llm_server.anthropic_base_url}
+    )
+    assert "anthropic:claude-haiku-4-5 -> Summary of the earlier conversation:" in out
+    assert "same: True calls: 1" in out
+    [request] = llm_server.requests
+    assert request.path == ANTHROPIC_PATH
+    assert request.body["max_tokens"] == 200
+
+
+def test_docs_section_holds_the_example_verbatim() -> None:
+    code = (ROOT / "examples" / "llm_summarizers.py").read_text()
+    section = (ROOT / "docs" / "sections" / "llm-summarizers.md").read_text()
+    assert section.startswith("## ")
+    assert f"```python\n{code}```" in section
