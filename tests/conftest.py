@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from slimcache.testing import StoreFactory
+from tests.servers.llm_server import llm_server  # noqa: F401
 from tests.servers.memory import memory_store_factory  # noqa: F401
 from tests.servers.postgres_server import postgres_server, postgres_store_factory  # noqa: F401
 from tests.servers.redis_server import redis_server, redis_store_factory  # noqa: F401
