@@ -1,0 +1,447 @@
+"""slimcache.langchain: conversions, compressing LangChain lists, a chat model as summarizer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+from slimcache import (
+    InvalidInput,
+    KeepMessages,
+    MemoryStore,
+    MessageThreshold,
+    MissingExtraError,
+    SummarizeCompressor,
+    SummarizerError,
+    TrimCompressor,
+)
+from slimcache._messages import check_messages
+from slimcache._summarizer import summarizer_name
+from slimcache.langchain import (
+    DEVELOPER_ROLE_KEY,
+    LangChainSummarizer,
+    compress_langchain,
+    from_langchain,
+    to_langchain,
+)
+from tests.fakes import RecordingSummarizer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RICH: list[dict[str, Any]] = [
+    {"role": "system", "content": "You plan trips.", "id": "s1"},
+    {"role": "developer", "content": "Answer in English."},
+    {"role": "user", "content": "Weather in Paris and Rome?", "name": "ana", "metadata": {"n": 1}},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            # Odd spacing and an empty argument string must come back byte for byte.
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "weather", "arguments": '{"city":  "Paris"}'},
+            },
+            {"id": "call_2", "type": "function", "function": {"name": "now", "arguments": ""}},
+        ],
+        "id": "a1",
+    },
+    {"role": "tool", "content": "18C", "tool_call_id": "call_1", "name": "weather"},
+    {"role": "tool", "content": [{"type": "text", "text": "09:00"}], "tool_call_id": "call_2"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Paris is 18C."},
+            {"type": "refusal", "refusal": "No forecast for Rome."},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Here is my ticket"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/t.png"}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": "Looking it up.",
+        "tool_calls": [
+            {
+                "id": "call_3",
+                "type": "function",
+                "function": {"name": "ocr", "arguments": "{not json"},
+            }
+        ],
+    },
+    {"role": "tool", "content": "error: bad arguments", "tool_call_id": "call_3"},
+]
+
+
+def lc_conversation() -> list[BaseMessage]:
+    """A LangChain history as an agent builds it: tool calls as parsed dicts, ids set."""
+    return [
+        SystemMessage("You plan trips.", id="m0"),
+        HumanMessage("What's the weather in Lisbon?", id="m1"),
+        AIMessage(
+            "",
+            tool_calls=[{"name": "weather", "args": {"city": "Lisbon"}, "id": "call_1"}],
+            id="m2",
+            response_metadata={"model_name": "gpt-x"},
+        ),
+        ToolMessage("22C, sunny", tool_call_id="call_1", id="m3", artifact={"raw": 22}),
+        AIMessage("22C and sunny.", id="m4"),
+        HumanMessage(["Book a table", {"type": "text", "text": "for two."}], id="m5"),
+        AIMessage("Done, 8pm.", id="m6"),
+        HumanMessage("Thanks. A taxi at 7:30?", id="m7"),
+        AIMessage("Booked.", id="m8"),
+        HumanMessage("What's the total?", id="m9"),
+    ]
+
+
+# ---------------------------------------------------------------- dicts -> LangChain -> dicts
+
+
+def test_round_trip_of_dicts_is_exact() -> None:
+    back = from_langchain(to_langchain(RICH))
+    assert back == RICH
+    assert check_messages(back).canonical == check_messages(RICH).canonical
+
+
+def test_to_langchain_types_and_fields() -> None:
+    converted = to_langchain(RICH)
+    assert [type(m) for m in converted] == [
+        SystemMessage,
+        SystemMessage,
+        HumanMessage,
+        AIMessage,
+        ToolMessage,
+        ToolMessage,
+        AIMessage,
+        HumanMessage,
+        AIMessage,
+        ToolMessage,
+    ]
+    system, developer, user, calls, result, _, _, image, bad_call, _ = converted
+    assert system.id == "s1"
+    assert DEVELOPER_ROLE_KEY not in system.additional_kwargs
+    assert developer.additional_kwargs[DEVELOPER_ROLE_KEY] == "developer"
+    assert user.name == "ana"
+    assert user.additional_kwargs["metadata"] == {"n": 1}
+    assert isinstance(calls, AIMessage)
+    assert calls.content == ""
+    assert [(c["name"], c["args"], c["id"]) for c in calls.tool_calls] == [
+        ("weather", {"city": "Paris"}, "call_1"),
+        ("now", {}, "call_2"),
+    ]
+    assert isinstance(result, ToolMessage)
+    assert (result.tool_call_id, result.name, result.content) == ("call_1", "weather", "18C")
+    assert image.content == RICH[7]["content"]
+    assert image.content is not RICH[7]["content"]  # copied, not shared
+    assert isinstance(bad_call, AIMessage)
+    assert bad_call.tool_calls == []
+    [invalid] = bad_call.invalid_tool_calls
+    assert (invalid["name"], invalid["args"], invalid["id"]) == ("ocr", "{not json", "call_3")
+
+
+def test_human_role_and_integer_ids_normalize() -> None:
+    messages = [{"role": "human", "content": "hi", "id": 7}]
+    assert from_langchain(to_langchain(messages)) == [{"role": "user", "content": "hi", "id": "7"}]
+
+
+def test_to_langchain_rejects_what_compress_rejects() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        to_langchain([{"role": "user", "content": "ok"}, {"role": "robot", "content": "x"}])
+    assert caught.value.index == 1
+    with pytest.raises(InvalidInput, match="answers no tool call"):
+        to_langchain([{"role": "tool", "content": "x", "tool_call_id": "nope"}])
+
+
+# ---------------------------------------------------------------- LangChain -> dicts -> LangChain
+
+
+def test_from_langchain_writes_openai_tool_calls() -> None:
+    history = lc_conversation()
+    assert from_langchain(history[2:6]) == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Lisbon"}'},
+                }
+            ],
+            "id": "m2",
+        },
+        {"role": "tool", "content": "22C, sunny", "tool_call_id": "call_1", "id": "m3"},
+        {"role": "assistant", "content": "22C and sunny.", "id": "m4"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Book a table"},
+                {"type": "text", "text": "for two."},
+            ],
+            "id": "m5",
+        },
+    ]
+
+
+def test_round_trip_of_langchain_messages_keeps_what_matters() -> None:
+    history = lc_conversation()
+    back = to_langchain(from_langchain(history))
+    assert [type(m) for m in back] == [type(m) for m in history]
+    for before, after in zip(history, back, strict=True):
+        assert after.id == before.id
+        assert after.name == before.name
+        if isinstance(before, HumanMessage) and isinstance(before.content, list):
+            assert after.content == [{"type": "text", "text": "Book a table"}, before.content[1]]
+        else:
+            assert after.content == before.content
+        if isinstance(before, AIMessage):
+            assert isinstance(after, AIMessage)
+            assert after.tool_calls == before.tool_calls
+        if isinstance(before, ToolMessage):
+            assert isinstance(after, ToolMessage)
+            assert after.tool_call_id == before.tool_call_id
+    # And once in dict form, the conversion is stable: same dicts, same fingerprints.
+    assert from_langchain(back) == from_langchain(history)
+
+
+def test_edited_tool_calls_win_over_the_kept_originals() -> None:
+    [message] = to_langchain(RICH[3:4])
+    assert isinstance(message, AIMessage)
+    message.tool_calls[0]["args"] = {"city": "Lyon"}
+    [back] = from_langchain([message])
+    assert [c["function"]["arguments"] for c in back["tool_calls"]] == ['{"city": "Lyon"}', "{}"]
+
+
+def test_from_langchain_chat_messages_and_unsupported_kinds() -> None:
+    assert from_langchain([ChatMessage(role="ai", content="hi")]) == [
+        {"role": "assistant", "content": "hi"}
+    ]
+    assert from_langchain([ChatMessage(role="developer", content="x")])[0]["role"] == "developer"
+    for index, bad in enumerate(
+        [
+            ChatMessage(role="critic", content="x"),
+            FunctionMessage(name="f", content="x"),
+            RemoveMessage(id="m1"),
+        ]
+    ):
+        with pytest.raises(InvalidInput) as caught:
+            from_langchain([HumanMessage("ok")] * index + [bad])
+        assert caught.value.index == index
+    with pytest.raises(InvalidInput):
+        from_langchain("not a list")  # type: ignore[arg-type]
+
+
+def test_missing_langchain_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "langchain_core", None)
+    monkeypatch.setitem(sys.modules, "langchain_core.messages", None)
+    with pytest.raises(MissingExtraError, match=r'pip install "slimcache\[langchain\]"'):
+        to_langchain([{"role": "user", "content": "hi"}])
+    with pytest.raises(MissingExtraError, match=r'pip install "slimcache\[langchain\]"'):
+        from_langchain([])
+
+
+# ---------------------------------------------------------------- compressing LangChain lists
+
+
+def summarize_compressor(summarizer: Any, store: MemoryStore | None = None) -> SummarizeCompressor:
+    return SummarizeCompressor(
+        summarizer, store or MemoryStore(), trigger=MessageThreshold(6), keep=KeepMessages(3)
+    )
+
+
+async def test_compress_langchain_summarizes_and_keeps_the_objects() -> None:
+    history = lc_conversation()
+    recorder = RecordingSummarizer()
+    compressor = summarize_compressor(recorder)
+    out = await compress_langchain(compressor, history, thread_id="trip")
+
+    [call] = recorder.calls
+    assert (call.context.start, call.context.end) == (1, 6)
+    assert call.messages == from_langchain(history[1:7])  # exactly the evicted messages
+    assert out[0] is history[0]
+    assert isinstance(out[1], SystemMessage)
+    assert out[1].content == "Summary of the earlier conversation:\nsummarize[1-6]"
+    assert all(a is b for a, b in zip(out[2:], history[7:], strict=True))
+    assert len(out) == 2 + 3
+
+    # The same request again is served from the store: no call, the same answer.
+    again = await compress_langchain(compressor, history, thread_id="trip")
+    assert len(recorder.calls) == 1
+    assert [m.content for m in again] == [m.content for m in out]
+
+    # More turns: only the new evicted messages are sent, with the previous summary.
+    longer = [*history, *(HumanMessage(f"more {i}", id=f"n{i}") for i in range(4))]
+    await compress_langchain(compressor, longer, thread_id="trip")
+    assert len(recorder.calls) == 2
+    assert recorder.calls[1].context.previous_summary == "summarize[1-6]"
+    assert recorder.calls[1].messages == from_langchain(longer[7:11])
+
+
+async def test_compress_langchain_never_splits_a_tool_call_from_its_result() -> None:
+    history = [*lc_conversation()[:4], HumanMessage("x"), AIMessage("y"), HumanMessage("z")]
+    recorder = RecordingSummarizer()
+    compressor = SummarizeCompressor(
+        recorder, MemoryStore(), trigger=MessageThreshold(5), keep=KeepMessages(4)
+    )
+    out = await compress_langchain(compressor, history, thread_id="t")
+    [call] = recorder.calls
+    assert [m["role"] for m in call.messages] == ["user"]  # the call and its result stay
+    assert out[2] is history[2]
+    assert out[3] is history[3]
+
+
+async def test_compress_langchain_below_the_trigger_returns_the_list() -> None:
+    history = lc_conversation()[:4]
+    recorder = RecordingSummarizer()
+    out = await compress_langchain(summarize_compressor(recorder), history, thread_id="t")
+    assert out == history
+    assert all(a is b for a, b in zip(out, history, strict=True))
+    assert recorder.calls == []
+
+
+async def test_compress_langchain_forced_and_without_thread() -> None:
+    history = lc_conversation()[:5]
+    recorder = RecordingSummarizer()
+    out = await compress_langchain(summarize_compressor(recorder), history, force=True)
+    assert len(recorder.calls) == 1
+    assert out[0] is history[0]
+    assert out[-1] is history[-1]
+    assert isinstance(out[1], SystemMessage)
+    assert "summarize[" in str(out[1].content)
+
+
+async def test_compress_langchain_summarizer_failure() -> None:
+    recorder = RecordingSummarizer(fail_with=RuntimeError("model down"))
+    with pytest.raises(SummarizerError):
+        await compress_langchain(summarize_compressor(recorder), lc_conversation(), thread_id="t")
+
+
+@pytest.mark.parametrize("keep_system", [True, False])
+async def test_compress_langchain_with_a_trim(keep_system: bool) -> None:
+    history = lc_conversation()
+    out = await compress_langchain(
+        TrimCompressor(40, keep_system=keep_system), history, thread_id="t"
+    )
+    assert out[-1] is history[-1]
+    assert (out[0] is history[0]) == keep_system
+    assert all(any(m is h for h in history) for m in out)
+    assert len(out) < len(history)
+    assert not isinstance(out[1 if keep_system else 0], ToolMessage)
+    untouched = await compress_langchain(TrimCompressor(10_000), history)
+    assert all(a is b for a, b in zip(untouched, history, strict=True))
+    assert len(untouched) == len(history)
+
+
+async def test_compress_langchain_rejects_other_compressors() -> None:
+    with pytest.raises(TypeError):
+        await compress_langchain(object(), lc_conversation())  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- a chat model as summarizer
+
+
+class RecordingChatModel(BaseChatModel):
+    """A LangChain chat model that records its input and answers from a list."""
+
+    replies: list[str] = Field(default_factory=lambda: ["the summary"])
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+    options: list[dict[str, Any]] = Field(default_factory=list)
+    model_name: str = "recorder-1"
+
+    @property
+    def _llm_type(self) -> str:
+        return "recording"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        self.options.append(dict(kwargs))
+        text = self.replies[min(len(self.received), len(self.replies)) - 1]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
+
+
+async def test_langchain_summarizer_sends_prompt_and_transcript() -> None:
+    model = RecordingChatModel()
+    summarizer = LangChainSummarizer(model, max_tokens_kwarg="max_tokens")
+    assert summarizer.name == "langchain:RecordingChatModel:recorder-1"
+    assert (
+        summarizer_name(summarizer) == "slimcache.langchain.langchain:RecordingChatModel:recorder-1"
+    )
+    compressor = SummarizeCompressor(
+        summarizer,
+        MemoryStore(),
+        trigger=MessageThreshold(6),
+        keep=KeepMessages(3),
+        max_summary_tokens=55,
+    )
+    out = await compress_langchain(compressor, lc_conversation(), thread_id="t")
+    [sent] = model.received
+    assert [type(m) for m in sent] == [SystemMessage, HumanMessage]
+    assert "at most 55 tokens" in str(sent[0].content)
+    assert "weather(" in str(sent[1].content)
+    assert "22C, sunny" in str(sent[1].content)
+    assert "Thanks. A taxi" not in str(sent[1].content)  # kept verbatim, not summarized
+    assert model.options == [{"max_tokens": 55}]
+    assert out[1].content == "Summary of the earlier conversation:\nthe summary"
+
+
+async def test_langchain_summarizer_defaults_and_empty_reply() -> None:
+    model = RecordingChatModel(replies=["  "])
+    summarizer = LangChainSummarizer(model, name="my-model")
+    assert summarizer.name == "my-model"
+    with pytest.raises(SummarizerError):
+        await compress_langchain(summarize_compressor(summarizer), lc_conversation(), thread_id="t")
+    assert model.options == [{}]  # no budget keyword unless asked
+
+
+# ---------------------------------------------------------------- the docs example
+
+
+def test_example_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "langchain_messages.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert (
+        "SystemMessage: You plan trips.\nSystemMessage: Summary of the earlier conversation:" in out
+    )
+    assert "AIMessage: Done: Taberna da Rua, 8pm.\nHumanMessage: And a taxi at 7:30?" in out
+    assert "same objects: True True" in out
+    assert "'arguments': '{\"city\": \"Lisbon\"}'" in out
+
+
+def test_docs_section_holds_the_example_verbatim() -> None:
+    code = (ROOT / "examples" / "langchain_messages.py").read_text()
+    section = (ROOT / "docs" / "sections" / "langchain.md").read_text()
+    assert section.startswith("## ")
+    assert f"```python\n{code}```" in section
