@@ -345,6 +345,55 @@ def _canonical(message: Message, role: str, index: int) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+# A list of nothing but plain chat turns, the common case, is checked in bulk: every message a
+# dict of exactly a role (not "tool") and string content.
+_BULK_KEYS = frozenset({"role", "content"})
+_BULK_ROLES = ROLES - {"tool"}
+_BULK_SUFFIX = {
+    role: ',"name":null,"role":"{}","tool_call_id":null,"tool_calls":null}}'.format(
+        "user" if role == "human" else role
+    )
+    for role in _BULK_ROLES
+}
+
+
+def _check_in_bulk(
+    messages: Sequence[Message], counter: TokenCounter, overhead: int
+) -> CheckedMessages | None:
+    """Check a list of plain turns with list-wide operations; ``None`` if it is not one.
+
+    The result is exactly the one the message-by-message path gives (a property test holds
+    the two together), in a fraction of the time: a cache hit checks every message.
+    """
+    bulk_keys = _BULK_KEYS
+    if not all(type(m) is dict and m.keys() <= bulk_keys for m in messages):
+        return None
+    roles = [m.get("role") for m in messages]
+    contents = [m.get("content") for m in messages]
+    try:
+        if not _BULK_ROLES.issuperset(roles):
+            return None
+    except TypeError:  # an unhashable role
+        return None
+    if not all(type(c) is str for c in contents):
+        return None
+    suffix = _BULK_SUFFIX
+    canonical = [
+        f'{{"content":{text}{suffix[role]}'.encode("utf-8", "surrogatepass")
+        for text, role in zip(map(encode_basestring, contents), roles, strict=True)
+    ]
+    if counter is approx_tokens:
+        tokens = [overhead + (len(c) + 3) // 4 for c in contents]
+    else:
+        tokens = [overhead + counter(c) for c in contents]
+    pinned = 0
+    for role in roles:
+        if role not in PINNED_ROLES:
+            break
+        pinned += 1
+    return CheckedMessages(messages, canonical, tokens, pinned, list(range(len(messages))))
+
+
 def check_messages(
     messages: Sequence[Message],
     counter: TokenCounter = approx_tokens,
@@ -359,6 +408,9 @@ def check_messages(
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise _fail(f"messages must be a list of dicts, got {type(messages).__name__}")
+    bulk = _check_in_bulk(messages, counter, overhead)
+    if bulk is not None:
+        return bulk
     canonical: list[bytes] = []
     tokens: list[int] = []
     unit_end: list[int] = []

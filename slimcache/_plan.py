@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Union
 
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache._keys import fingerprint_chain
+from slimcache._keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
 from slimcache._messages import CheckedMessages
 from slimcache._policy import Keep, KeepMessages, KeepTokens, Trigger, WindowState, is_settled
 
@@ -44,21 +44,31 @@ __all__ = [
 
 
 class History:
-    """A request's checked messages and the fingerprint of every prefix after the pinned ones."""
+    """A request's checked messages, and fingerprints of the prefixes after the pinned ones."""
 
     def __init__(self, checked: CheckedMessages) -> None:
         self.checked = checked
         self.pinned = checked.pinned
         self.total = len(checked)
+        self._fingerprints: dict[int, str] = {}
 
     @cached_property
     def chain(self) -> list[str]:
-        """``chain[i - pinned]`` fingerprints messages ``pinned..i``."""
+        """``chain[i - pinned]``: the older per-message fingerprint of ``pinned..i``."""
         return fingerprint_chain(self.checked.canonical, self.pinned)
 
     def fingerprint(self, end: int) -> str:
-        """Fingerprint of messages ``pinned..end``."""
-        return self.chain[end - self.pinned]
+        """Fingerprint of messages ``pinned..end`` (the form new entries are written with)."""
+        found = self._fingerprints.get(end)
+        if found is None:
+            found = fingerprint_range(self.checked.canonical, self.pinned, end)
+            self._fingerprints[end] = found
+        return found
+
+    def _same(self, end: int, fingerprint: str) -> bool:
+        if fingerprint.startswith(FINGERPRINT_PREFIX):
+            return self.fingerprint(end) == fingerprint
+        return self.chain[end - self.pinned] == fingerprint
 
     def matches(self, start: int, end: int, fingerprint: str) -> bool:
         """Whether a range is a valid summary range of this history.
@@ -70,7 +80,7 @@ class History:
             start == self.pinned
             and self.pinned <= end < self.total
             and self.checked.unit_end[end] == end
-            and self.fingerprint(end) == fingerprint
+            and self._same(end, fingerprint)
         )
 
     def contradicts(self, start: int, end: int, fingerprint: str) -> bool:
@@ -311,8 +321,15 @@ def read_index(index: ThreadIndex | None, history: History, rules: Rules) -> Ind
         and history.matches(head.start, head.end, head.fingerprint)
     )
     head_beyond = not head_stale and head.end > reach
+    # A head that matches vouches for the listed ranges it covers: the index was written
+    # against a history with these very messages up to it, and ranges are listed only if they
+    # matched that history. Only ranges past it need checking. (A range is still checked
+    # before it is ever served.)
+    vouched = head.end if head_usable else -1
     stale = frozenset(
-        (r.start, r.end) for r in index.ranges if history.contradicts(r.start, r.end, r.fingerprint)
+        (r.start, r.end)
+        for r in index.ranges
+        if r.end > vouched and history.contradicts(r.start, r.end, r.fingerprint)
     )
     candidates = sorted(
         (
@@ -320,8 +337,8 @@ def read_index(index: ThreadIndex | None, history: History, rules: Rules) -> Ind
             for r in index.ranges
             if (r.start, r.end) not in stale
             and r.end <= reach
-            and history.matches(r.start, r.end, r.fingerprint)
             and (not head_usable or r.end > head.end)
+            and history.matches(r.start, r.end, r.fingerprint)
         ),
         key=lambda r: r.end,
         reverse=True,

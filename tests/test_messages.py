@@ -572,3 +572,35 @@ def test_checked_conversations_keep_their_bytes_and_tokens(messages: list[dict[s
         assert checked.messages is messages
         assert checked.canonical == [old_canonical(m, m["role"], i) for i, m in enumerate(messages)]
         assert checked.tokens == [old_tokens(m, counter, overhead) for m in messages]
+
+
+_PLAIN_TURNS = st.lists(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["system", "developer", "user", "human", "assistant"]),
+            "content": st.text(),
+        }
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PLAIN_TURNS)
+def test_plain_lists_checked_in_bulk_match_the_message_by_message_path(
+    messages: list[dict[str, Any]],
+) -> None:
+    bulk = check_messages(messages)
+    # An "id" is not hashed and makes the list leave the bulk path.
+    one_by_one = check_messages([{**m, "id": i} for i, m in enumerate(messages)])
+    assert bulk.canonical == one_by_one.canonical
+    assert bulk.tokens == one_by_one.tokens
+    assert bulk.pinned == one_by_one.pinned
+    assert bulk.unit_end == one_by_one.unit_end
+    counted = check_messages(messages, lambda text: len(text.split()), 2)
+    assert (
+        counted.tokens
+        == check_messages(
+            [{**m, "id": 0} for m in messages], lambda text: len(text.split()), 2
+        ).tokens
+    )
