@@ -368,8 +368,8 @@ def _check_in_bulk(
     bulk_keys = _BULK_KEYS
     if not all(type(m) is dict and m.keys() <= bulk_keys for m in messages):
         return None
-    roles = [m.get("role") for m in messages]
-    contents = [m.get("content") for m in messages]
+    roles: list[Any] = [m.get("role") for m in messages]
+    contents: list[Any] = [m.get("content") for m in messages]
     try:
         if not _BULK_ROLES.issuperset(roles):
             return None
