@@ -3,7 +3,10 @@
 The key grammar::
 
     key        = [namespace ":"] "thread_" encoded-id ":" suffix
-    suffix     = "index" | "summary:" start "-" end | "lease"
+    suffix     = "index" | "summary:" start "-" end | "lease"          ; SummarizeCompressor
+               | "messages" [":" epoch ":" chunk]                       ; window memory
+               | "session" | "next"                                    ; Compaction (llm mode)
+               | "wrapped:index" | "wrapped:summary:" start "-" end    ; cached_summarizer
     encoded-id = 1*( ALPHA / DIGIT / "_" / "." / "-" / "%" HEXDIG HEXDIG ) | "~" 64HEXDIG
 
 Start and end are inclusive, 0-based indices into the conversation's messages. The encoded id
