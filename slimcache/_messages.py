@@ -6,7 +6,9 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from json.encoder import encode_basestring
+from operator import itemgetter, methodcaller
 from typing import Any
 
 from slimcache._exceptions import InvalidInput
@@ -347,7 +349,11 @@ def _canonical(message: Message, role: str, index: int) -> bytes:
 
 # A list of nothing but plain chat turns, the common case, is checked in bulk: every message a
 # dict of exactly a role (not "tool") and string content.
-_BULK_KEYS = frozenset({"role", "content"})
+_DICT_ONLY = {dict}
+_STR_ONLY = {str}
+_ROLE_OF = itemgetter("role")
+_CONTENT_OF = itemgetter("content")
+_ENCODE_CANONICAL = methodcaller("encode", "utf-8", "surrogatepass")
 _BULK_ROLES = ROLES - {"tool"}
 _BULK_SUFFIX = {
     role: ',"name":null,"role":"{}","tool_call_id":null,"tool_calls":null}}'.format(
@@ -363,27 +369,33 @@ def _check_in_bulk(
     """Check a list of plain turns with list-wide operations; ``None`` if it is not one.
 
     The result is exactly the one the message-by-message path gives (a property test holds
-    the two together), in a fraction of the time: a cache hit checks every message.
+    the two together), in a fraction of the time: a cache hit checks every message, so each
+    step here is one C-level pass over the list rather than Python code per message.
     """
-    bulk_keys = _BULK_KEYS
-    if not all(type(m) is dict and m.keys() <= bulk_keys for m in messages):
+    count = len(messages)
+    if not count or set(map(type, messages)) != _DICT_ONLY:
         return None
-    roles: list[Any] = [m.get("role") for m in messages]
-    contents: list[Any] = [m.get("content") for m in messages]
     try:
-        if not _BULK_ROLES.issuperset(roles):
+        roles: list[Any] = list(map(_ROLE_OF, messages))
+        contents: list[Any] = list(map(_CONTENT_OF, messages))
+        # Every dict has a role and content; with two keys each, it has nothing else.
+        if sum(map(len, messages)) != 2 * count or not _BULK_ROLES.issuperset(roles):
             return None
-    except TypeError:  # an unhashable role
+    except (KeyError, TypeError):  # a missing key, or an unhashable role
         return None
-    if not all(type(c) is str for c in contents):
+    if set(map(type, contents)) != _STR_ONLY:
         return None
-    suffix = _BULK_SUFFIX
-    canonical = [
-        f'{{"content":{text}{suffix[role]}'.encode("utf-8", "surrogatepass")
-        for text, role in zip(map(encode_basestring, contents), roles, strict=True)
-    ]
+    texts = map(
+        "".join,
+        zip(
+            repeat('{"content":'),
+            map(encode_basestring, contents),
+            map(_BULK_SUFFIX.__getitem__, roles),
+        ),
+    )
+    canonical = list(map(_ENCODE_CANONICAL, texts))
     if counter is approx_tokens:
-        tokens = [overhead + (len(c) + 3) // 4 for c in contents]
+        tokens = [overhead + (length + 3) // 4 for length in map(len, contents)]
     else:
         tokens = [overhead + counter(c) for c in contents]
     pinned = 0
@@ -391,7 +403,7 @@ def _check_in_bulk(
         if role not in PINNED_ROLES:
             break
         pinned += 1
-    return CheckedMessages(messages, canonical, tokens, pinned, list(range(len(messages))))
+    return CheckedMessages(messages, canonical, tokens, pinned, list(range(count)))
 
 
 def check_messages(
