@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import time
 import uuid
@@ -303,6 +304,43 @@ async def test_unicode_and_large_values_round_trip(make_store: Factory) -> None:
     assert await store.get_many([key]) == [value]
 
 
+async def test_every_operation_runs_a_statement_from_the_compiled_cache(
+    make_store: Factory,
+) -> None:
+    store = await make_store()
+    await store.setup()
+    executed: list[tuple[str, bool]] = []
+
+    @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
+    def record(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
+    ) -> None:
+        executed.append((statement.split()[0], context.cache_hit is context.dialect.CACHE_HIT))
+
+    async def every_operation(round_: int) -> None:
+        key = f"k{round_}"
+        await store.set(key, "v", ttl=60 * (round_ + 1))
+        await store.set(key, "v")
+        assert await store.get(key) == "v"
+        assert await store.get_many([key, "missing"]) == ["v", None]
+        assert await store.set_if_absent(f"fresh{round_}", "v") is True
+        assert await store.compare_and_set(key, "v", "w") is True
+        assert await store.compare_and_set(f"new{round_}", None, "v") is True
+        assert await store.compare_and_delete(key, "w") is True
+        await store.delete(f"fresh{round_}")
+        assert await store.purge_expired() == 0
+
+    await every_operation(0)
+    first = len(executed)
+    for round_ in (1, 2):
+        await every_operation(round_)
+    # After the first round each statement (with or without a TTL, a key found or not) is
+    # compiled once and then found in SQLAlchemy's cache by its cache key.
+    misses = [verb for verb, hit in executed[first:] if not hit]
+    assert not misses, f"statements compiled again: {misses}"
+    assert len(executed) == 3 * first
+
+
 # -- expiry --------------------------------------------------------------------------------------
 
 
@@ -465,6 +503,30 @@ async def test_sqlite_writer_waits_for_another_engines_lock(tmp_path: Path) -> N
             assert not waiting.done()  # blocked on the lock, not failed
         await asyncio.wait_for(waiting, timeout=GUARD)
         assert await impatient.get_many(["held", "waiter"]) == ["x", "done"]
+
+
+async def test_a_call_given_up_on_unwinds_quietly_before_aclose_returns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = sqlite_url(tmp_path / "given-up.db")
+    async with SQLStore.from_url(url) as holder:
+        await holder.setup()
+        impatient = SQLStore.from_url(url, timeout=2.0, busy_timeout=0.5)
+        await impatient.set("k", "before")
+        async with holder.engine.begin() as conn:
+            await conn.execute(insert(holder.table).values(key="held", value="x"))
+            # The caller gives up while the write waits for the lock; the write is cancelled
+            # and unwinds in the background (closing its connection waits for the lock too).
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(impatient.set("k", "given up"), timeout=0.05)
+            start = time.monotonic()
+            await asyncio.wait_for(impatient.aclose(), timeout=GUARD)
+            waited = time.monotonic() - start
+        assert 0.2 < waited < GUARD  # aclose waited for the abandoned write to unwind
+        assert await holder.get_many(["k", "held"]) == ["before", "x"]
+    gc.collect()
+    await asyncio.sleep(0)
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
 
 
 async def test_driver_errors_name_the_operation_and_key(sqlite_store_factory: Factory) -> None:

@@ -14,17 +14,19 @@ import re
 import sqlite3
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import (
+    BindParameter,
     Column,
-    ColumnElement,
     Double,
     MetaData,
     Table,
     Text,
     and_,
+    bindparam,
     delete,
     event,
     inspect,
@@ -35,8 +37,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateTable
+from sqlalchemy.sql.expression import Executable
+from sqlalchemy.util import greenlet_spawn
 
 from slimcache import ConfigurationError, MissingExtraError, StoreError
 from slimcache.adapters import (
@@ -45,7 +49,6 @@ from slimcache.adapters import (
     check_seconds,
     combine_options,
     positive_int,
-    run_bounded,
     translate_errors,
     validate_ttl,
 )
@@ -174,6 +177,68 @@ def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout: float) -> None:
     _PRAGMA_ENGINES.add(sync_engine)
 
 
+@dataclass(frozen=True)
+class _Statements:
+    """Every statement a store runs, built once with named parameters.
+
+    A call only binds its values: SQLAlchemy then finds the compiled form in its cache by the
+    statement's memoized cache key, instead of building and hashing a new expression tree.
+    """
+
+    get: Executable
+    get_many: Executable
+    set: Executable
+    set_if_absent: Executable
+    compare_and_set: Executable
+    compare_and_delete: Executable
+    delete: Executable
+    purge_expired: Executable
+
+
+def _build_statements(table: Table, dialect: str) -> _Statements:
+    """Build the statements of a store on ``table``.
+
+    Parameters: ``key``, ``value`` and ``expires_at`` (the row to write), ``keys`` (an
+    expanding list), ``expected`` (the value a conditional write requires), ``now`` (epoch
+    seconds: rows with ``expires_at <= now`` have expired), and for ``compare_and_set``
+    ``new_value`` and ``new_expires_at`` (an UPDATE reserves the column names for its SET).
+    """
+    columns = table.c
+    now: BindParameter[float] = bindparam("now", type_=Double())
+    live = or_(columns.expires_at.is_(None), columns.expires_at > now)
+    expired = and_(columns.expires_at.is_not(None), columns.expires_at <= now)
+    key_matches = columns.key == bindparam("key", type_=Text())
+    holds_expected = columns.value == bindparam("expected", type_=Text())
+
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    upsert = insert(table)
+    replace = {"value": upsert.excluded.value, "expires_at": upsert.excluded.expires_at}
+    return _Statements(
+        get=select(columns.value).where(key_matches, live),
+        get_many=select(columns.key, columns.value).where(
+            columns.key.in_(bindparam("keys", expanding=True)), live
+        ),
+        set=upsert.on_conflict_do_update(index_elements=[columns.key], set_=replace),
+        # The update branch fires only when the existing row has expired.
+        set_if_absent=upsert.on_conflict_do_update(
+            index_elements=[columns.key], set_=replace, where=expired
+        ),
+        compare_and_set=update(table)
+        .where(
+            columns.key == bindparam("match_key", type_=Text()),
+            holds_expected,
+            live,
+        )
+        .values(
+            value=bindparam("new_value", type_=Text()),
+            expires_at=bindparam("new_expires_at", type_=Double()),
+        ),
+        compare_and_delete=delete(table).where(key_matches, holds_expected, live),
+        delete=delete(table).where(key_matches),
+        purge_expired=delete(table).where(expired),
+    )
+
+
 class SQLStore(ClosingStore):
     """A slimcache store kept in one table of a SQLite or PostgreSQL database.
 
@@ -237,10 +302,11 @@ class SQLStore(ClosingStore):
             Column("value", Text, nullable=False),
             Column("expires_at", Double, nullable=True),
         )
+        self._statements = _build_statements(self._table, dialect)
         self._ready = False
         self._setup_lock = asyncio.Lock()
-        # Calls abandoned at the time bound that are still unwinding (see run_bounded).
-        self._unwinding: set[asyncio.Future[Any]] = set()
+        # Calls abandoned at the time bound that are still unwinding (see _bounded).
+        self._unwinding: set[asyncio.Task[None]] = set()
         if dialect == "sqlite":
             _install_sqlite_pragmas(engine, busy)
 
@@ -386,33 +452,101 @@ class SQLStore(ClosingStore):
     async def _run(
         self,
         operation: str,
-        target: str,
-        work: Callable[[AsyncConnection], Awaitable[_T]],
+        work: Callable[[Connection], _T],
         *,
         write: bool,
+        key: str | None = None,
+        about: str | Callable[[], str] = "",
     ) -> _T:
         """Run ``work`` on a connection (in a committed transaction when ``write``), creating
-        the table first if needed, within the store's timeout, translating every failure."""
+        the table first if needed, within the store's timeout, translating every failure.
+
+        ``work`` is synchronous: it runs on the engine's sync facade inside one greenlet, as
+        SQLAlchemy's own ``AsyncConnection.run_sync`` does, so one call enters the greenlet
+        once instead of once for each of connect, begin, execute, commit and close.
+
+        ``key`` or ``about`` says what the call is about, for error messages only: they are
+        put into words when a call fails, not on every call.
+        """
         self.check_open(operation)
-        what = (
-            f"{target} in table {self._table.name!r}" if target else f"table {self._table.name!r}"
-        )
-
-        async def attempt() -> _T:
-            with translate_errors(f"SQLStore {operation}", what, _DRIVER_ERRORS):
-                await self._ensure_table()
-                if write:
-                    async with self._engine.begin() as conn:
-                        return await work(conn)
-                async with self._engine.connect() as conn:
-                    return await work(conn)
-
         try:
-            return await run_bounded(attempt(), self._timeout, unwinding=self._unwinding)
+            return await self._bounded(self._attempt(operation, work, write, key, about))
         except asyncio.TimeoutError as exc:
             raise StoreError(
-                f"SQLStore {operation} of {what} failed: no answer within {self._timeout:g} s"
+                f"SQLStore {operation} of {self._what(key, about)} failed: "
+                f"no answer within {self._timeout:g} s"
             ) from exc
+
+    async def _attempt(
+        self,
+        operation: str,
+        work: Callable[[Connection], _T],
+        write: bool,
+        key: str | None,
+        about: str | Callable[[], str],
+    ) -> _T:
+        # Driver errors are translated here, inside the bounded call, so that the bound's own
+        # TimeoutError is never mistaken for a driver's (asyncpg times out connects with one).
+        try:
+            if not self._ready:
+                await self._ensure_table()
+            return await greenlet_spawn(self._in_connection, work, write)
+        except _DRIVER_ERRORS:
+            with translate_errors(f"SQLStore {operation}", self._what(key, about), _DRIVER_ERRORS):
+                raise
+            raise  # unreachable: translate_errors raised StoreError
+
+    def _in_connection(self, work: Callable[[Connection], _T], write: bool) -> _T:
+        # Runs inside greenlet_spawn, the bridge AsyncConnection itself is built on: the sync
+        # engine's driver calls are awaited on the event loop from here.
+        engine = self._engine.sync_engine
+        if write:
+            with engine.begin() as conn:
+                return work(conn)
+        with engine.connect() as conn:
+            return work(conn)
+
+    async def _bounded(self, call: Coroutine[Any, Any, _T]) -> _T:
+        """Await ``call`` for at most ``timeout`` seconds, however long the driver takes to give up.
+
+        The contract of :func:`slimcache.adapters.run_bounded`, at a lower cost per call: the
+        call runs as a task of its own (a driver may unwind a cancelled call by talking to the
+        very server that is stuck), and that task hands its outcome straight to the future
+        awaited here, so a call that finishes in time costs one task, one future and one
+        timer, without ``asyncio.wait``'s bookkeeping and the loop turn it adds. Past the
+        bound, or when the caller is cancelled, the task is cancelled and left to unwind in
+        the background, and this returns at once.
+
+        Raises:
+            asyncio.TimeoutError: The call did not finish in time.
+        """
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[_T] = loop.create_future()
+        task = loop.create_task(_deliver(call, outcome))
+        timer = loop.call_later(self._timeout, _expire, outcome)
+        try:
+            return await outcome
+        except BaseException:
+            if not task.done():
+                self._abandon(task)
+            raise
+        finally:
+            timer.cancel()
+
+    def _abandon(self, task: asyncio.Task[None]) -> None:
+        """Cancel a call given up on; keep it until it has unwound, for :meth:`aclose`."""
+        task.cancel()
+        self._unwinding.add(task)
+        task.add_done_callback(self._unwinding.discard)
+
+    def _what(self, key: str | None, about: str | Callable[[], str]) -> str:
+        """Describe what a call was about, for its error message."""
+        if key is not None:
+            target = f"key {_describe_key(key)}"
+        else:
+            target = about if isinstance(about, str) else about()
+        table = self._table.name
+        return f"{target} in table {table!r}" if target else f"table {table!r}"
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -423,10 +557,7 @@ class SQLStore(ClosingStore):
             StoreError: The database could not be reached or the table could not be created.
         """
 
-        async def nothing(conn: AsyncConnection) -> None:
-            return None
-
-        await self._run("setup", "", nothing, write=False)
+        await self._run("setup", _nothing, write=False)
 
     async def _ensure_table(self) -> None:
         if self._ready:
@@ -451,14 +582,6 @@ class SQLStore(ClosingStore):
     def _has_table(self, conn: Connection) -> bool:
         return inspect(conn).has_table(self._table.name)
 
-    def _live(self, now: float) -> ColumnElement[bool]:
-        expires_at = self._table.c.expires_at
-        return or_(expires_at.is_(None), expires_at > now)
-
-    def _insert(self, key: str, value: str, expires_at: float | None) -> Any:
-        insert = sqlite.insert if self._dialect == "sqlite" else postgresql.insert
-        return insert(self._table).values(key=key, value=value, expires_at=expires_at)
-
     # -- the Store protocol --------------------------------------------------------------------
 
     async def get(self, key: str) -> str | None:
@@ -467,13 +590,10 @@ class SQLStore(ClosingStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        query = select(self._table.c.value).where(self._table.c.key == key, self._live(time.time()))
-
-        async def read(conn: AsyncConnection) -> str | None:
-            value: str | None = (await conn.execute(query)).scalar_one_or_none()
-            return value
-
-        return await self._run("get", f"key {_describe_key(key)}", read, write=False)
+        parameters = {"key": key, "now": time.time()}
+        return await self._run(
+            "get", _scalar(self._statements.get, parameters), write=False, key=key
+        )
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return the values of ``keys`` in the same order, ``None`` for absent or expired keys.
@@ -491,21 +611,20 @@ class SQLStore(ClosingStore):
         if not wanted:
             return []
         now = time.time()
-        columns = self._table.c
+        query = self._statements.get_many
 
-        async def read(conn: AsyncConnection) -> dict[str, str]:
+        def read(conn: Connection) -> dict[str, str]:
             found: dict[str, str] = {}
             for start in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[start : start + _IN_CHUNK]
-                query = select(columns.key, columns.value).where(
-                    columns.key.in_(chunk), self._live(now)
-                )
-                for row_key, row_value in await conn.execute(query):
+                for row_key, row_value in conn.execute(query, {"keys": chunk, "now": now}):
                     found[row_key] = row_value
             return found
 
-        target = f"{len(wanted)} keys starting with {_describe_key(wanted[0])}"
-        found = await self._run("get_many", target, read, write=False)
+        def about() -> str:
+            return f"{len(wanted)} keys starting with {_describe_key(wanted[0])}"
+
+        found = await self._run("get_many", read, write=False, about=about)
         return [found.get(key) for key in keys]
 
     async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
@@ -521,13 +640,12 @@ class SQLStore(ClosingStore):
             StoreError: The database failed or did not answer in time.
         """
         ttl = validate_ttl(ttl)
-        expires_at = None if ttl is None else time.time() + ttl
-        stmt = self._insert(key, value, expires_at)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[self._table.c.key],
-            set_={"value": stmt.excluded.value, "expires_at": stmt.excluded.expires_at},
-        )
-        await self._run("set", f"key {_describe_key(key)}", _rowcount(stmt), write=True)
+        parameters = {
+            "key": key,
+            "value": value,
+            "expires_at": None if ttl is None else time.time() + ttl,
+        }
+        await self._run("set", _rowcount(self._statements.set, parameters), write=True, key=key)
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
         """Store ``value`` only if ``key`` holds nothing or only an expired entry.
@@ -553,18 +671,14 @@ class SQLStore(ClosingStore):
     async def _set_if_absent(self, operation: str, key: str, value: str, ttl: float | None) -> bool:
         ttl = validate_ttl(ttl)
         now = time.time()
-        expires_at = None if ttl is None else now + ttl
-        existing_expiry = self._table.c.expires_at
-        stmt = self._insert(key, value, expires_at)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[self._table.c.key],
-            set_={"value": stmt.excluded.value, "expires_at": stmt.excluded.expires_at},
-            where=and_(existing_expiry.is_not(None), existing_expiry <= now),
-        )
-        written = await self._run(
-            operation, f"key {_describe_key(key)}", _rowcount(stmt), write=True
-        )
-        return written == 1
+        parameters = {
+            "key": key,
+            "value": value,
+            "expires_at": None if ttl is None else now + ttl,
+            "now": now,
+        }
+        work = _rowcount(self._statements.set_if_absent, parameters)
+        return await self._run(operation, work, write=True, key=key) == 1
 
     async def compare_and_set(
         self, key: str, expected: str | None, value: str, *, ttl: float | None = None
@@ -592,16 +706,15 @@ class SQLStore(ClosingStore):
             return await self._set_if_absent("compare_and_set", key, value, ttl)
         ttl = validate_ttl(ttl)
         now = time.time()
-        columns = self._table.c
-        stmt = (
-            update(self._table)
-            .where(columns.key == key, columns.value == expected, self._live(now))
-            .values(value=value, expires_at=None if ttl is None else now + ttl)
-        )
-        written = await self._run(
-            "compare_and_set", f"key {_describe_key(key)}", _rowcount(stmt), write=True
-        )
-        return written == 1
+        parameters = {
+            "match_key": key,
+            "expected": expected,
+            "now": now,
+            "new_value": value,
+            "new_expires_at": None if ttl is None else now + ttl,
+        }
+        work = _rowcount(self._statements.compare_and_set, parameters)
+        return await self._run("compare_and_set", work, write=True, key=key) == 1
 
     async def compare_and_delete(self, key: str, expected: str) -> bool:
         """Remove ``key`` only if it holds ``expected`` (and has not expired), atomically.
@@ -612,14 +725,9 @@ class SQLStore(ClosingStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        columns = self._table.c
-        stmt = delete(self._table).where(
-            columns.key == key, columns.value == expected, self._live(time.time())
-        )
-        deleted = await self._run(
-            "compare_and_delete", f"key {_describe_key(key)}", _rowcount(stmt), write=True
-        )
-        return deleted == 1
+        parameters = {"key": key, "expected": expected, "now": time.time()}
+        work = _rowcount(self._statements.compare_and_delete, parameters)
+        return await self._run("compare_and_delete", work, write=True, key=key) == 1
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; deleting a missing key is not an error.
@@ -627,8 +735,8 @@ class SQLStore(ClosingStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        stmt = delete(self._table).where(self._table.c.key == key)
-        await self._run("delete", f"key {_describe_key(key)}", _rowcount(stmt), write=True)
+        work = _rowcount(self._statements.delete, {"key": key})
+        await self._run("delete", work, write=True, key=key)
 
     async def purge_expired(self) -> int:
         """Delete every expired row.
@@ -639,9 +747,8 @@ class SQLStore(ClosingStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        expires_at = self._table.c.expires_at
-        stmt = delete(self._table).where(expires_at.is_not(None), expires_at <= time.time())
-        return await self._run("purge_expired", "expired rows", _rowcount(stmt), write=True)
+        work = _rowcount(self._statements.purge_expired, {"now": time.time()})
+        return await self._run("purge_expired", work, write=True, about="expired rows")
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -658,16 +765,54 @@ class SQLStore(ClosingStore):
             await self._engine.dispose()
 
 
+async def _deliver(call: Coroutine[Any, Any, _T], outcome: asyncio.Future[_T]) -> None:
+    """Await ``call`` and settle ``outcome`` with its result or exception.
+
+    Once ``outcome`` is settled by the time bound, or cancelled with its caller, the call's
+    own outcome has no one to go to: the caller already had its error.
+    """
+    try:
+        result = await call
+    except asyncio.CancelledError:
+        outcome.cancel()
+        raise
+    except BaseException as exc:
+        if not outcome.done():
+            outcome.set_exception(exc)
+        if not isinstance(exc, Exception):
+            raise  # KeyboardInterrupt, SystemExit: the loop must see them too
+    else:
+        if not outcome.done():
+            outcome.set_result(result)
+
+
+def _expire(outcome: asyncio.Future[Any]) -> None:
+    if not outcome.done():
+        outcome.set_exception(asyncio.TimeoutError())
+
+
 def _in_memory(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 
 
-def _rowcount(statement: Any) -> Callable[[AsyncConnection], Awaitable[int]]:
+def _nothing(conn: Connection) -> None:
+    return None
+
+
+def _scalar(statement: Executable, parameters: dict[str, Any]) -> Callable[[Connection], Any]:
+    """Return work that executes ``statement`` and returns its one value, or ``None``."""
+
+    def execute(conn: Connection) -> Any:
+        return conn.execute(statement, parameters).scalar_one_or_none()
+
+    return execute
+
+
+def _rowcount(statement: Executable, parameters: dict[str, Any]) -> Callable[[Connection], int]:
     """Return work that executes ``statement`` and returns how many rows it changed."""
 
-    async def execute(conn: AsyncConnection) -> int:
-        result = await conn.execute(statement)
-        count: int = result.rowcount
+    def execute(conn: Connection) -> int:
+        count: int = conn.execute(statement, parameters).rowcount
         return count
 
     return execute
