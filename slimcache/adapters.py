@@ -76,9 +76,10 @@ async def run_bounded(
 
     ``asyncio.wait_for`` waits for a cancelled call to finish unwinding, and a driver may unwind
     by talking to the very server that is stuck (a rollback waiting on a lock, a connection
-    close). The call runs as a task of its own instead: past the bound, or when the caller is
-    cancelled (its own ``wait_for``), the task is cancelled and left to unwind in the
-    background, and this returns at once.
+    close). The call runs as a task of its own instead, handing its outcome straight to the
+    future awaited here (one task, one future and one timer per call): past the bound, or when
+    the caller is cancelled (its own ``wait_for``), the task is cancelled and left to unwind in
+    the background, and this returns at once.
 
     Args:
         call: The driver call.
@@ -89,28 +90,47 @@ async def run_bounded(
     Raises:
         asyncio.TimeoutError: The call did not finish in time.
     """
-    task = asyncio.ensure_future(call)
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[_T] = loop.create_future()
+    task = loop.create_task(_deliver(call, outcome))
+    timer = loop.call_later(seconds, _expire, outcome)
     try:
-        done, _ = await asyncio.wait((task,), timeout=seconds)
-    except asyncio.CancelledError:
-        _abandon(task, _UNWINDING if unwinding is None else unwinding)
+        return await outcome
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            kept = _UNWINDING if unwinding is None else unwinding
+            kept.add(task)
+            task.add_done_callback(kept.discard)
         raise
-    if not done:
-        _abandon(task, _UNWINDING if unwinding is None else unwinding)
-        raise asyncio.TimeoutError
-    return task.result()
+    finally:
+        timer.cancel()
 
 
-def _abandon(task: asyncio.Future[Any], unwinding: set[asyncio.Future[Any]]) -> None:
-    task.cancel()
-    unwinding.add(task)
+async def _deliver(call: Awaitable[_T], outcome: asyncio.Future[_T]) -> None:
+    """Await ``call`` and settle ``outcome`` with its result or exception.
 
-    def forget(done: asyncio.Future[Any]) -> None:
-        unwinding.discard(done)
-        if not done.cancelled():
-            done.exception()  # retrieved, so it is never reported as unretrieved
+    Once ``outcome`` is settled by the time bound, or cancelled with its caller, the call's own
+    outcome has no one to go to: the caller already had its error.
+    """
+    try:
+        result = await call
+    except asyncio.CancelledError:
+        outcome.cancel()
+        raise
+    except BaseException as exc:
+        if not outcome.done():
+            outcome.set_exception(exc)
+        if not isinstance(exc, Exception):
+            raise  # KeyboardInterrupt, SystemExit: the loop must see them too
+    else:
+        if not outcome.done():
+            outcome.set_result(result)
 
-    task.add_done_callback(forget)
+
+def _expire(outcome: asyncio.Future[Any]) -> None:
+    if not outcome.done():
+        outcome.set_exception(asyncio.TimeoutError())
 
 
 def check_seconds(name: str, value: object, *, allow_none: bool = False) -> float | None:

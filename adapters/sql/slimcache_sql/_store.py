@@ -49,6 +49,7 @@ from slimcache.adapters import (
     check_seconds,
     combine_options,
     positive_int,
+    run_bounded,
     translate_errors,
     validate_ttl,
 )
@@ -306,7 +307,7 @@ class SQLStore(ClosingStore):
         self._ready = False
         self._setup_lock = asyncio.Lock()
         # Calls abandoned at the time bound that are still unwinding (see _bounded).
-        self._unwinding: set[asyncio.Task[None]] = set()
+        self._unwinding: set[asyncio.Future[Any]] = set()
         if dialect == "sqlite":
             _install_sqlite_pragmas(engine, busy)
 
@@ -507,37 +508,9 @@ class SQLStore(ClosingStore):
             return work(conn)
 
     async def _bounded(self, call: Coroutine[Any, Any, _T]) -> _T:
-        """Await ``call`` for at most ``timeout`` seconds, however long the driver takes to give up.
-
-        The contract of :func:`slimcache.adapters.run_bounded`, at a lower cost per call: the
-        call runs as a task of its own (a driver may unwind a cancelled call by talking to the
-        very server that is stuck), and that task hands its outcome straight to the future
-        awaited here, so a call that finishes in time costs one task, one future and one
-        timer, without ``asyncio.wait``'s bookkeeping and the loop turn it adds. Past the
-        bound, or when the caller is cancelled, the task is cancelled and left to unwind in
-        the background, and this returns at once.
-
-        Raises:
-            asyncio.TimeoutError: The call did not finish in time.
-        """
-        loop = asyncio.get_running_loop()
-        outcome: asyncio.Future[_T] = loop.create_future()
-        task = loop.create_task(_deliver(call, outcome))
-        timer = loop.call_later(self._timeout, _expire, outcome)
-        try:
-            return await outcome
-        except BaseException:
-            if not task.done():
-                self._abandon(task)
-            raise
-        finally:
-            timer.cancel()
-
-    def _abandon(self, task: asyncio.Task[None]) -> None:
-        """Cancel a call given up on; keep it until it has unwound, for :meth:`aclose`."""
-        task.cancel()
-        self._unwinding.add(task)
-        task.add_done_callback(self._unwinding.discard)
+        """Await ``call`` within the store's timeout (see :func:`slimcache.adapters.run_bounded`);
+        calls given up on are kept until they have unwound, for :meth:`aclose`."""
+        return await run_bounded(call, self._timeout, unwinding=self._unwinding)
 
     def _what(self, key: str | None, about: str | Callable[[], str]) -> str:
         """Describe what a call was about, for its error message."""
@@ -763,32 +736,6 @@ class SQLStore(ClosingStore):
             await asyncio.wait(set(self._unwinding), timeout=self._timeout)
         if self._owns_engine:
             await self._engine.dispose()
-
-
-async def _deliver(call: Coroutine[Any, Any, _T], outcome: asyncio.Future[_T]) -> None:
-    """Await ``call`` and settle ``outcome`` with its result or exception.
-
-    Once ``outcome`` is settled by the time bound, or cancelled with its caller, the call's
-    own outcome has no one to go to: the caller already had its error.
-    """
-    try:
-        result = await call
-    except asyncio.CancelledError:
-        outcome.cancel()
-        raise
-    except BaseException as exc:
-        if not outcome.done():
-            outcome.set_exception(exc)
-        if not isinstance(exc, Exception):
-            raise  # KeyboardInterrupt, SystemExit: the loop must see them too
-    else:
-        if not outcome.done():
-            outcome.set_result(result)
-
-
-def _expire(outcome: asyncio.Future[Any]) -> None:
-    if not outcome.done():
-        outcome.set_exception(asyncio.TimeoutError())
 
 
 def _in_memory(url: URL) -> bool:
