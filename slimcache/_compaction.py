@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from slimcache._entries import load_stored
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
 from slimcache._keys import ThreadKeys, encode_thread_id, normalize_namespace
 from slimcache._messages import (
@@ -304,7 +305,7 @@ class NewSession:
 
     @classmethod
     def _from_json(cls, raw: object, thread: str) -> NewSession | None:
-        data = _load(raw)
+        data = load_stored(raw)
         if not isinstance(data, dict) or data.get("format") != _SESSION_FORMAT:
             return None
         if data.get("v") != _RECORD_VERSION or data.get("thread") != thread:
@@ -326,15 +327,6 @@ class NewSession:
         if call_id is not None and not isinstance(call_id, str):
             return None
         return cls(thread_id, previous, summary, first, float(created), call_id)
-
-
-def _load(raw: object) -> object:
-    if not isinstance(raw, str):
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
 
 
 def _is_number(value: object) -> bool:
@@ -362,7 +354,7 @@ class _Link:
     def parse(cls, raw: object, *, thread: str) -> _Link | None:
         if raw is None:
             return None
-        data = _load(raw)
+        data = load_stored(raw)
         if (
             isinstance(data, dict)
             and data.get("format") == _LINK_FORMAT

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-import math
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, overload
 
+from slimcache._config import (
+    call_hook,
+    check_callables,
+    check_seconds_or_none,
+    check_summary_format,
+    resolve_policies,
+)
 from slimcache._entries import RangeRef, SummaryEntry
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
 from slimcache._keys import ThreadKeys, normalize_namespace
@@ -45,7 +50,7 @@ from slimcache._plan import (
     pick_base,
     read_index,
 )
-from slimcache._policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
+from slimcache._policy import Keep, Trigger
 from slimcache._results import CompressEvent, CompressionResult, Outcome, Stats
 from slimcache._store import MemoryStore, Store, positive_int, validate_ttl
 from slimcache._strategies import Strategy, StrategyName, resolve_strategy
@@ -70,14 +75,10 @@ DEFAULT_SUMMARY_TEMPLATE = "Summary of the earlier conversation:\n{summary}"
 
 
 def _seconds(name: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not value > 0
-        or math.isinf(value)
-    ):
+    seconds = check_seconds_or_none(name, value)
+    if seconds is None:
         raise ConfigurationError(f"{name} must be a positive, finite number of seconds")
-    return float(value)
+    return seconds
 
 
 @dataclass
@@ -208,32 +209,16 @@ class SummarizeCompressor:
             raise ConfigurationError(
                 f"store must have async get, set and delete methods, got {type(store).__name__}"
             )
-        self._trigger: Trigger = trigger if trigger is not None else MessageThreshold(20)
-        self._keep: Keep = keep if keep is not None else KeepMessages(10)
-        if not isinstance(self._trigger, Trigger):
-            raise ConfigurationError(f"trigger has no reason() method: {self._trigger!r}")
-        if not isinstance(self._keep, Keep):
-            raise ConfigurationError(f"keep has no satisfied() method: {self._keep!r}")
-        check_hysteresis(self._trigger, self._keep)
+        self._trigger, self._keep = resolve_policies(trigger, keep, default_keep=10)
         resolved_strategy = resolve_strategy(strategy)
-        positive_int("max_summary_tokens", max_summary_tokens)
+        check_summary_format(
+            max_summary_tokens=max_summary_tokens,
+            message_overhead=message_overhead,
+            summary_role=summary_role,
+            summary_template=summary_template,
+        )
         positive_int("checkpoints", checkpoints)
-        if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
-            raise ConfigurationError("message_overhead must be an integer")
-        if message_overhead < 0:
-            raise ConfigurationError("message_overhead must not be negative")
-        if summary_role not in ("system", "developer", "user", "assistant"):
-            raise ConfigurationError(
-                f"summary_role must be system, developer, user or assistant, got {summary_role!r}"
-            )
-        try:
-            summary_template.format(summary="", start=0, end=0, count=0)
-        except (KeyError, IndexError, ValueError, AttributeError) as exc:
-            raise ConfigurationError(f"summary_template is not a valid template: {exc}") from None
-        if "{summary}" not in summary_template:
-            raise ConfigurationError("summary_template must contain {summary}")
-        if summarizer_timeout is not None and not summarizer_timeout > 0:
-            raise ConfigurationError("summarizer_timeout must be a positive number of seconds")
+        summarizer_timeout = check_seconds_or_none("summarizer_timeout", summarizer_timeout)
         if on_summarizer_error not in ("raise", "uncompressed"):
             raise ConfigurationError("on_summarizer_error must be 'raise' or 'uncompressed'")
         if on_store_error not in ("raise", "bypass"):
@@ -243,16 +228,15 @@ class SummarizeCompressor:
         if reuse_entries not in ("matching", "any"):
             raise ConfigurationError("reuse_entries must be 'matching' or 'any'")
         lease_ttl = _seconds("lease_ttl", lease_ttl)
-        if store_timeout is not None:
-            store_timeout = _seconds("store_timeout", store_timeout)
-        for hook_name, hook in (
-            ("on_evict", on_evict),
-            ("on_compress", on_compress),
-            ("on_cache_hit", on_cache_hit),
-            ("on_error", on_error),
-        ):
-            if hook is not None and not callable(hook):
-                raise ConfigurationError(f"{hook_name} must be callable")
+        store_timeout = check_seconds_or_none("store_timeout", store_timeout)
+        check_callables(
+            {
+                "on_evict": on_evict,
+                "on_compress": on_compress,
+                "on_cache_hit": on_cache_hit,
+                "on_error": on_error,
+            }
+        )
         normalize_namespace(namespace)
 
         self._summarizer = summarizer
@@ -756,16 +740,7 @@ class SummarizeCompressor:
         )
 
     async def _emit(self, name: str, *args: Any) -> None:
-        hook = self._hooks[name]
-        if hook is None:
-            return
-        try:
-            result = hook(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            # A broken hook must not lose the user's compression; it is reported, not hidden.
-            logger.exception("%s hook raised", name)
+        await call_hook(name, self._hooks[name], *args)
 
 
 # Clean-ups running in the background, referenced until they finish.

@@ -11,7 +11,7 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["ENTRY_VERSION", "RangeRef", "SummaryEntry", "ThreadIndex"]
+__all__ = ["ENTRY_VERSION", "RangeRef", "SummaryEntry", "ThreadIndex", "load_stored"]
 
 logger = logging.getLogger("slimcache")
 
@@ -20,7 +20,7 @@ _SUMMARY_FORMAT = "slimcache.summary"
 _INDEX_FORMAT = "slimcache.index"
 
 
-def _load(raw: object) -> object:
+def load_stored(raw: object) -> object:
     """Parse a stored value; ``None`` for anything that is not JSON slimcache could have written.
 
     Values come from a store other programs may write too: bytes, garbage, or JSON nested
@@ -107,7 +107,7 @@ class SummaryEntry:
         """Parse a stored value; anything unusable is a miss, logged at WARNING."""
         if raw is None:
             return None
-        entry = cls.from_dict(_load(raw), thread=thread, start=start, end=end)
+        entry = cls.from_dict(load_stored(raw), thread=thread, start=start, end=end)
         if entry is None:
             logger.warning(
                 "ignoring unusable cache entry for thread %s range %d-%d", thread, start, end
@@ -159,7 +159,7 @@ class ThreadIndex:
 
     @classmethod
     def _from_json(cls, raw: object, thread: str) -> ThreadIndex | None:
-        data = _load(raw)
+        data = load_stored(raw)
         if not isinstance(data, dict) or data.get("format") != _INDEX_FORMAT:
             return None
         if not _is_version(data.get("v")) or data.get("thread") != thread:

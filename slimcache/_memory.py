@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
+from slimcache._entries import load_stored
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
 from slimcache._keys import ThreadKeys, normalize_namespace
 from slimcache._messages import (
@@ -140,7 +141,7 @@ class HistoryHead:
     @classmethod
     def parse(cls, raw: str) -> HistoryHead | None:
         """Rebuild a head, or return ``None`` if ``raw`` is not one slimcache wrote."""
-        data = _load(raw)
+        data = load_stored(raw)
         if not isinstance(data, dict):
             return None
         if data.get("format") != _HEAD_FORMAT or data.get("v") != _VERSION:
@@ -204,19 +205,12 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _load(raw: str) -> object:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-
-
 def _messages_list(value: object) -> TypeGuard[list[dict[str, Any]]]:
     return isinstance(value, list) and all(isinstance(m, dict) for m in value)
 
 
 def _parse_chunk(raw: str, *, epoch: str, number: int, size: int) -> list[dict[str, Any]] | None:
-    data = _load(raw)
+    data = load_stored(raw)
     if not isinstance(data, dict):
         return None
     if data.get("format") != _CHUNK_FORMAT or data.get("v") != _VERSION:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import json
 import logging
 import time
@@ -20,6 +19,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from slimcache._compressor import DEFAULT_SUMMARY_TEMPLATE
+from slimcache._config import (
+    call_hook,
+    check_callables,
+    check_seconds_or_none,
+    check_summary_format,
+    resolve_policies,
+)
 from slimcache._exceptions import ConfigurationError, InvalidInput, SummarizerError
 from slimcache._messages import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -44,11 +50,9 @@ from slimcache._policy import (
     TokenThreshold,
     Trigger,
     WindowState,
-    check_hysteresis,
     is_settled,
 )
 from slimcache._results import CompressEvent
-from slimcache._store import positive_int
 from slimcache._strategies import (
     Concat,
     Extend,
@@ -186,48 +190,20 @@ class ConversationCompressor:
     ) -> None:
         if not callable(summarizer):
             raise ConfigurationError("summarizer must be a callable (messages, context) -> str")
-        self._trigger: Trigger = trigger if trigger is not None else MessageThreshold(20)
-        self._keep: Keep = keep if keep is not None else KeepMessages(12)
-        if not isinstance(self._trigger, Trigger):
-            raise ConfigurationError(f"trigger has no reason() method: {self._trigger!r}")
-        if not isinstance(self._keep, Keep):
-            raise ConfigurationError(f"keep has no satisfied() method: {self._keep!r}")
-        check_hysteresis(self._trigger, self._keep)
+        self._trigger, self._keep = resolve_policies(trigger, keep, default_keep=12)
         self._strategy = resolve_strategy(strategy)
-        positive_int("max_summary_tokens", max_summary_tokens)
         if prompts is not None and not isinstance(prompts, Prompts):
             raise ConfigurationError("prompts must be a Prompts(...) object")
         if not callable(token_counter):
             raise ConfigurationError("token_counter must be a callable (text) -> int")
-        if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
-            raise ConfigurationError("message_overhead must be an integer")
-        if message_overhead < 0:
-            raise ConfigurationError("message_overhead must not be negative")
-        if summary_role not in ("system", "developer", "user", "assistant"):
-            raise ConfigurationError(
-                f"summary_role must be system, developer, user or assistant, got {summary_role!r}"
-            )
-        if not isinstance(summary_template, str):
-            raise ConfigurationError("summary_template must be a string")
-        try:
-            summary_template.format(summary="", start=0, end=0, count=0)
-        except (KeyError, IndexError, ValueError, AttributeError) as exc:
-            raise ConfigurationError(f"summary_template is not a valid template: {exc}") from None
-        if "{summary}" not in summary_template:
-            raise ConfigurationError("summary_template must contain {summary}")
-        if summarizer_timeout is not None and (
-            isinstance(summarizer_timeout, bool)
-            or not isinstance(summarizer_timeout, (int, float))
-            or not summarizer_timeout > 0
-        ):
-            raise ConfigurationError("summarizer_timeout must be a positive number of seconds")
-        for hook_name, hook in (
-            ("on_evict", on_evict),
-            ("on_compress", on_compress),
-            ("on_error", on_error),
-        ):
-            if hook is not None and not callable(hook):
-                raise ConfigurationError(f"{hook_name} must be callable")
+        check_summary_format(
+            max_summary_tokens=max_summary_tokens,
+            message_overhead=message_overhead,
+            summary_role=summary_role,
+            summary_template=summary_template,
+        )
+        summarizer_timeout = check_seconds_or_none("summarizer_timeout", summarizer_timeout)
+        check_callables({"on_evict": on_evict, "on_compress": on_compress, "on_error": on_error})
 
         self._summarizer = summarizer
         self._max_summary_tokens = max_summary_tokens
@@ -676,16 +652,7 @@ class ConversationCompressor:
         return count
 
     async def _emit(self, name: str, *args: Any) -> None:
-        hook = self._hooks[name]
-        if hook is None:
-            return
-        try:
-            result = hook(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            # A broken hook must not lose the compression; it is reported, not hidden.
-            logger.exception("%s hook raised", name)
+        await call_hook(name, self._hooks[name], *args)
 
 
 _T = TypeVar("_T")

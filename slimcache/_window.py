@@ -14,7 +14,6 @@ import asyncio
 import contextvars
 import copy
 import functools
-import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 from slimcache._compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
+from slimcache._config import call_hook
 from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
 from slimcache._inspect import clear_thread
 from slimcache._keys import ThreadKeys
@@ -446,13 +446,4 @@ class SlidingWindow:
         return total
 
     async def _emit(self, name: str, *args: Any) -> None:
-        hook = self._hooks[name]
-        if hook is None:
-            return
-        try:
-            result = hook(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            # A broken hook must not lose the push; it is reported, not hidden.
-            logger.exception("%s hook raised", name)
+        await call_hook(name, self._hooks[name], *args)
