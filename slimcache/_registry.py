@@ -26,6 +26,8 @@ _KNOWN_EXTRAS: dict[str, str] = {
     "redis": "redis",
     "rediss": "redis",
     "unix": "redis",
+    "redis+cluster": "redis",
+    "rediss+cluster": "redis",
     "sqlite+aiosqlite": "sql",
     "postgresql+asyncpg": "postgres",
     "s3": "s3",

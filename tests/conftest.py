@@ -12,6 +12,7 @@ from slimcache.testing import StoreFactory
 from tests.servers.llm_server import llm_server  # noqa: F401
 from tests.servers.memory import memory_store_factory  # noqa: F401
 from tests.servers.postgres_server import postgres_server, postgres_store_factory  # noqa: F401
+from tests.servers.redis_cluster import redis_cluster, redis_cluster_store_factory  # noqa: F401
 from tests.servers.redis_server import redis_server, redis_store_factory  # noqa: F401
 from tests.servers.s3_server import s3_server, s3_store_factory  # noqa: F401
 from tests.servers.sqlite_files import sqlite_store_factory  # noqa: F401

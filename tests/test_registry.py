@@ -34,6 +34,8 @@ SHIPPED_SCHEMES = {
     "redis": "redis",
     "rediss": "redis",
     "unix": "redis",
+    "redis+cluster": "redis",
+    "rediss+cluster": "redis",
     "sqlite+aiosqlite": "sql",
     "postgresql+asyncpg": "postgres",
     "s3": "s3",

@@ -1,19 +1,25 @@
-"""The Redis store: slimcache entries as plain Redis strings, read and written with redis-py."""
+"""The Redis store: slimcache entries as plain Redis strings, read and written with redis-py.
+
+One class serves a single Redis server and a Redis Cluster: on a cluster, keys are hash-tagged
+per thread (see :mod:`slimcache_redis._cluster`) and batch reads are split by hash slot.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio
+from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from slimcache import ConfigurationError, StoreError
 from slimcache.adapters import (
@@ -27,12 +33,14 @@ from slimcache.adapters import (
     translate_errors,
     validate_ttl,
 )
+from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_cluster_nodes
 
 __all__ = ["RedisStore"]
 
 _T = TypeVar("_T")
 
 _SCHEMES = ("redis", "rediss", "unix")
+_CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 # Redis rejects an expiry whose absolute time overflows a signed 64-bit count of milliseconds;
 # anything past this bound (about 146 million years) is refused before reaching the server.
@@ -50,8 +58,9 @@ _REPLACEMENT = "\ufffd"
 _RAW = {NEVER_DECODE: True}
 
 # Errors raised by redis-py (and by the socket layer beneath it) that mean the store failed.
-# asyncio.TimeoutError is a separate class before Python 3.11.
-_DRIVER_ERRORS = (RedisError, OSError, asyncio.TimeoutError, UnicodeError)
+# asyncio.TimeoutError is a separate class before Python 3.11. RedisClusterException (a
+# cluster that cannot be reached, a slot no node serves) does not derive from RedisError.
+_DRIVER_ERRORS = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError, UnicodeError)
 
 # KEYS[1]: the key. ARGV[1]: "1" when the key must hold ARGV[2], "0" when it must hold nothing
 # (Redis has already dropped an expired key). ARGV[3]: the new value. ARGV[4]: PX milliseconds,
@@ -103,9 +112,14 @@ def _driver_timeout(name: str, value: object, timeout: float) -> float:
     return seconds
 
 
-def _check_prefix(prefix: object) -> str:
+def _check_prefix(prefix: object, *, cluster: bool = False) -> str:
     if not isinstance(prefix, str):
         raise ConfigurationError(f"prefix must be a string, got {type(prefix).__name__}")
+    if cluster and defeats_hash_tags(prefix):
+        raise ConfigurationError(
+            f"prefix {prefix!r} holds an empty hash tag '{{}}': Redis Cluster would hash "
+            "whole keys and spread each thread's keys over many slots"
+        )
     return prefix
 
 
@@ -164,6 +178,50 @@ def _max_connections(value: object) -> int:
     return positive_int("max_connections", value)
 
 
+def _cluster_client(
+    url: str, client_url: str, options: dict[str, Any]
+) -> redis.asyncio.RedisCluster:
+    """Build the cluster client of a ``redis+cluster://`` or ``rediss+cluster://`` URL.
+
+    ``client_url`` is ``url`` without the store's own options; its other query options are
+    parsed by redis-py, as for a single server.
+    """
+    parts = urlsplit(client_url)
+    if parts.path not in ("", "/", "/0"):
+        raise ConfigurationError(
+            f"a Redis Cluster has only database 0; {url!r} names {parts.path.lstrip('/')!r}"
+        )
+    userinfo, nodes = parse_cluster_nodes(parts.netloc, url)
+    base = "rediss" if parts.scheme.lower().startswith("rediss") else "redis"
+    # redis-py reads credentials and typed query options from a one-node URL; the nodes
+    # themselves go in as startup nodes.
+    try:
+        parsed: dict[str, Any] = dict(
+            parse_url(urlunsplit((base, f"{userinfo}localhost", "", parts.query, "")))
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
+    for name in ("host", "port"):
+        parsed.pop(name, None)
+    if parsed.pop("connection_class", None) is SSLConnection:
+        parsed["ssl"] = True
+    startup = [ClusterNode(host, port) for host, port in nodes]
+    try:
+        return redis.asyncio.RedisCluster(startup_nodes=startup, **parsed, **options)
+    except (ValueError, TypeError, RedisClusterException) as exc:
+        raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
+
+
+async def _gather_all(calls: Sequence[Awaitable[_T]]) -> list[_T]:
+    """Await ``calls`` concurrently; when one fails, cancel the others and raise."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()  # does nothing to the ones already finished
+
+
 def _describe_keys(keys: Sequence[str]) -> str:
     shown = ", ".join(repr(key) for key in keys[:3])
     more = f", ... ({len(keys)} keys)" if len(keys) > 3 else ""
@@ -179,15 +237,22 @@ class RedisStore(ClosingStore):
     within ``timeout`` seconds (a frozen or unreachable server), whatever the client's own
     socket timeouts.
 
+    On a Redis Cluster (a ``redis.asyncio.RedisCluster`` client), keys that follow slimcache's
+    key grammar are hash-tagged by thread, ``ns:{thread_abc}:index``, so that all keys of one
+    thread live in one hash slot; other keys are stored as they are. :meth:`get_many` reads
+    each slot's keys with one ``MGET``.
+
     Args:
-        client: A ``redis.asyncio.Redis`` client. Either ``decode_responses`` setting works.
+        client: A ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client. Either
+            ``decode_responses`` setting works.
         prefix: Prepended to every key, so several applications can share one database.
         owns_client: When ``True``, :meth:`aclose` also closes ``client`` and its pool.
         timeout: Seconds each call may take, end to end, before it fails with ``StoreError``.
 
     Raises:
-        ConfigurationError: ``client`` is not a ``redis.asyncio.Redis``, ``prefix`` is not a
-            string, or ``timeout`` is not a positive number of seconds.
+        ConfigurationError: ``client`` is neither client, ``prefix`` is not a string (or, on a
+            cluster, holds an empty hash tag ``{}``), or ``timeout`` is not a positive number
+            of seconds.
 
     Example::
 
@@ -197,20 +262,23 @@ class RedisStore(ClosingStore):
 
     def __init__(
         self,
-        client: redis.asyncio.Redis,
+        client: redis.asyncio.Redis | redis.asyncio.RedisCluster,
         *,
         prefix: str = "",
         owns_client: bool = False,
         timeout: float = DEFAULT_STORE_TIMEOUT,
     ) -> None:
-        if not isinstance(client, redis.asyncio.Redis):
+        if not isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster)):
             raise ConfigurationError(
-                f"client must be a redis.asyncio.Redis, got {type(client).__name__}"
+                "client must be a redis.asyncio.Redis or redis.asyncio.RedisCluster, "
+                f"got {type(client).__name__}"
             )
         seconds = check_seconds("timeout", timeout)
         assert seconds is not None
         self._client = client
-        self._prefix = _check_prefix(prefix)
+        self._cluster = isinstance(client, redis.asyncio.RedisCluster)
+        self._discovery = asyncio.Lock()
+        self._prefix = _check_prefix(prefix, cluster=self._cluster)
         self._owns_client = bool(owns_client)
         self._timeout = seconds
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
@@ -231,10 +299,13 @@ class RedisStore(ClosingStore):
     ) -> RedisStore:
         """Build a store, and the client it owns, from a Redis URL.
 
-        Accepted forms: ``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
-        ``unix:///path/to/redis.sock?db=0``. Every option may be given in the URL's query
-        (``redis://localhost/0?prefix=myapp:&timeout=2``) or as a keyword argument, but not
-        both ways at once. Query options the store does not read go to redis-py.
+        Accepted forms: ``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS),
+        ``unix:///path/to/redis.sock?db=0``, and for a Redis Cluster
+        ``redis+cluster://[user:password@]host:port[,host:port...][/]`` (``rediss+cluster://``
+        for TLS), naming one or more nodes to discover the cluster from. Every option may be
+        given in the URL's query (``redis://localhost/0?prefix=myapp:&timeout=2``) or as a
+        keyword argument, but not both ways at once. Query options the store does not read go
+        to redis-py.
 
         Args:
             url: The Redis URL.
@@ -245,9 +316,11 @@ class RedisStore(ClosingStore):
                 ``timeout``).
             socket_connect_timeout: Seconds to wait for a connection to open (default half of
                 ``timeout``; at most ``timeout``).
-            max_connections: Upper bound on the connection pool; ``None`` leaves redis-py's.
-            **client_options: Passed to ``redis.asyncio.Redis.from_url`` (``password``,
-                ``ssl_ca_certs``, ``retry``, ``decode_responses``, ...).
+            max_connections: Upper bound on the connection pool (on a cluster, per node);
+                ``None`` leaves redis-py's.
+            **client_options: Passed to ``redis.asyncio.Redis.from_url`` or
+                ``redis.asyncio.RedisCluster`` (``password``, ``ssl_ca_certs``, ``retry``,
+                ``decode_responses``, ...).
 
         Returns:
             A store that closes its client on :meth:`aclose`. No connection is opened yet.
@@ -259,9 +332,10 @@ class RedisStore(ClosingStore):
         if not isinstance(url, str):
             raise ConfigurationError(f"url must be a string, got {type(url).__name__}")
         scheme = urlsplit(url).scheme.lower()
-        if scheme not in _SCHEMES:
+        if scheme not in _SCHEMES + _CLUSTER_SCHEMES:
             raise ConfigurationError(
-                f"url must start with redis://, rediss:// or unix://, got {url!r}"
+                "url must start with redis://, rediss://, unix://, redis+cluster:// or "
+                f"rediss+cluster://, got {url!r}"
             )
         client_url, url_options = _split_query(url)
         keywords: dict[str, Any] = {
@@ -285,17 +359,31 @@ class RedisStore(ClosingStore):
             options[name] = _driver_timeout(name, merged.get(name), bound)
         if "max_connections" in merged:
             options["max_connections"] = _max_connections(merged["max_connections"])
-        store_prefix = _check_prefix(merged.get("prefix", ""))
-        try:
-            client = redis.asyncio.Redis.from_url(client_url, **options)
-        except (ValueError, TypeError) as exc:
-            raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
+        cluster = scheme in _CLUSTER_SCHEMES
+        store_prefix = _check_prefix(merged.get("prefix", ""), cluster=cluster)
+        client: redis.asyncio.Redis | redis.asyncio.RedisCluster
+        if cluster:
+            client = _cluster_client(url, client_url, options)
+        else:
+            try:
+                client = redis.asyncio.Redis.from_url(client_url, **options)
+            except (ValueError, TypeError) as exc:
+                raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
         return cls(client, prefix=store_prefix, owns_client=True, timeout=bound)
 
     @property
-    def client(self) -> redis.asyncio.Redis:
-        """The redis-py client this store talks through."""
+    def client(self) -> Any:
+        """The redis-py client this store talks through.
+
+        A ``redis.asyncio.Redis``, or a ``redis.asyncio.RedisCluster`` when :attr:`cluster` is
+        true. Typed ``Any`` so that code written against either client type-checks as it is.
+        """
         return self._client
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the client is a ``redis.asyncio.RedisCluster`` (keys are hash-tagged)."""
+        return self._cluster
 
     @property
     def prefix(self) -> str:
@@ -308,7 +396,10 @@ class RedisStore(ClosingStore):
         return self._timeout
 
     def _key(self, key: str) -> bytes:
-        return (self._prefix + _check_str("key", key)).encode(_ENCODING, _ERRORS)
+        name = _check_str("key", key)
+        if self._cluster:
+            name = cluster_key(name)
+        return (self._prefix + name).encode(_ENCODING, _ERRORS)
 
     def _decode(self, raw: bytes | None, key: str) -> str | None:
         if raw is None:
@@ -317,7 +408,7 @@ class RedisStore(ClosingStore):
 
     def _raw(self, *command: bytes | str) -> Awaitable[Any]:
         """Send ``command``, its reply left as bytes whatever the client's decode_responses."""
-        reply: Awaitable[Any] = self._client.execute_command(*command, **_RAW)  # type: ignore[no-untyped-call]
+        reply: Awaitable[Any] = self._client.execute_command(*command, **_RAW)
         return reply
 
     async def _stored_form(self, name: bytes, key: str, expected: str) -> bytes:
@@ -334,15 +425,24 @@ class RedisStore(ClosingStore):
             return raw
         return encoded
 
-    async def _call(self, operation: str, what: str, call: Awaitable[_T]) -> _T:
-        """Await one redis-py call within the store's timeout, translating its failures."""
+    async def _call(self, operation: str, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """Run one redis-py call within the store's timeout, translating its failures."""
         with translate_errors(f"Redis {operation}", what, _DRIVER_ERRORS):
             try:
-                return await run_bounded(call, self._timeout)
+                return await run_bounded(self._when_ready(call), self._timeout)
             except asyncio.TimeoutError as exc:
                 raise StoreError(
                     f"Redis {operation} of {what} failed: no answer within {self._timeout:g} s"
                 ) from exc
+
+    async def _when_ready(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        if self._cluster:
+            # redis-py's cluster client can close connections other tasks are using when many
+            # commands arrive while it discovers the cluster (redis-py 8.1), so the store
+            # lets one call at a time find the cluster; once it has, this returns at once.
+            async with self._discovery:
+                await self._client.initialize()
+        return await call()
 
     async def get(self, key: str) -> str | None:
         """Return the value under ``key``, or ``None`` when it is absent or expired.
@@ -352,11 +452,14 @@ class RedisStore(ClosingStore):
         """
         name = self._key(key)
         self.check_open("GET")
-        raw = await self._call("GET", f"key {key!r}", self._raw("GET", name))
+        raw = await self._call("GET", f"key {key!r}", lambda: self._raw("GET", name))
         return self._decode(raw, key)
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return the values of ``keys`` in order, in one ``MGET`` round trip.
+
+        On a cluster, one ``MGET`` per hash slot, sent concurrently: a thread's keys share a
+        slot, so slimcache's reads of one thread stay a single ``MGET``.
 
         Raises:
             StoreError: Redis could not be reached or refused the command.
@@ -365,12 +468,27 @@ class RedisStore(ClosingStore):
         if not names:
             return []
         self.check_open("MGET")
-        found = await self._call(
-            "MGET",
-            f"keys {_describe_keys(keys)}",
-            self._raw("MGET", *names),
-        )
+        found = await self._call("MGET", f"keys {_describe_keys(keys)}", lambda: self._mget(names))
         return [self._decode(raw, key) for raw, key in zip(found, keys, strict=True)]
+
+    async def _mget(self, names: list[bytes]) -> list[bytes | None]:
+        client = self._client
+        if not isinstance(client, redis.asyncio.RedisCluster):
+            found: list[bytes | None] = await self._raw("MGET", *names)
+            return found
+        # MGET must not span slots on a cluster: one per slot, answers put back in order.
+        slots: dict[int, list[int]] = {}
+        for position, name in enumerate(names):
+            slots.setdefault(client.keyslot(name), []).append(position)
+        groups = list(slots.values())
+        replies = await _gather_all(
+            [self._raw("MGET", *(names[position] for position in group)) for group in groups]
+        )
+        ordered: list[bytes | None] = [None] * len(names)
+        for group, reply in zip(groups, replies, strict=True):
+            for position, raw in zip(group, reply, strict=True):
+                ordered[position] = raw
+        return ordered
 
     async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
         """Store ``value`` under ``key``, replacing any previous value and TTL.
@@ -388,7 +506,7 @@ class RedisStore(ClosingStore):
         data = _check_str("value", value).encode(_ENCODING, _ERRORS)
         px = _ttl_ms(ttl)
         self.check_open("SET")
-        await self._call("SET", f"key {key!r}", self._client.set(name, data, px=px))
+        await self._call("SET", f"key {key!r}", lambda: self._client.set(name, data, px=px))
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
         """Store ``value`` only if ``key`` holds nothing, atomically (``SET NX``).
@@ -405,7 +523,7 @@ class RedisStore(ClosingStore):
         px = _ttl_ms(ttl)
         self.check_open("SET NX")
         written = await self._call(
-            "SET NX", f"key {key!r}", self._client.set(name, data, px=px, nx=True)
+            "SET NX", f"key {key!r}", lambda: self._client.set(name, data, px=px, nx=True)
         )
         return bool(written)
 
@@ -439,7 +557,7 @@ class RedisStore(ClosingStore):
             wanted = await self._stored_form(name, key, expected)
             return await self._compare_and_set(keys=[name], args=[b"1", wanted, data, expiry])
 
-        written = await self._call("compare-and-set", f"key {key!r}", compare_and_set())
+        written = await self._call("compare-and-set", f"key {key!r}", compare_and_set)
         return bool(written)
 
     async def compare_and_delete(self, key: str, expected: str) -> bool:
@@ -462,7 +580,7 @@ class RedisStore(ClosingStore):
             wanted = await self._stored_form(name, key, expected)
             return await self._compare_and_delete(keys=[name], args=[wanted])
 
-        deleted = await self._call("compare-and-delete", f"key {key!r}", compare_and_delete())
+        deleted = await self._call("compare-and-delete", f"key {key!r}", compare_and_delete)
         return bool(deleted)
 
     async def delete(self, key: str) -> None:
@@ -473,7 +591,7 @@ class RedisStore(ClosingStore):
         """
         name = self._key(key)
         self.check_open("DEL")
-        await self._call("DEL", f"key {key!r}", self._client.delete(name))
+        await self._call("DEL", f"key {key!r}", lambda: self._client.delete(name))
 
     async def aclose(self) -> None:
         """Mark the store closed and, when it owns its client, close the client's connections.
