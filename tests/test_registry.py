@@ -12,22 +12,33 @@ uninstalling or installing distributions.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import types
 import uuid
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
+import boto3
+import botocore.client
 import pytest
+import redis
+import redis.asyncio
 from slimcache_redis import RedisStore
 from slimcache_s3 import S3Store
 from slimcache_sql import SQLStore
+from sqlalchemy import create_engine, text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 import slimcache._registry
 from slimcache import ConfigurationError, MemoryStore, MissingExtraError, Store, open_store
 from slimcache._registry import ENTRY_POINT_GROUP, store_schemes
 from tests.servers.postgres_server import PostgresServer
+from tests.servers.redis_cluster import RedisClusterServers
 from tests.servers.redis_server import RedisServer
 from tests.servers.s3_server import S3Server
+from tests.servers.sqlite_files import sqlite_url
 
 # Every scheme the adapters shipped with slimcache register, and the extra that installs it.
 SHIPPED_SCHEMES = {
@@ -273,3 +284,184 @@ def test_third_party_entry_point_that_fails_to_import(monkeypatch: pytest.Monkey
     monkeypatch.setattr(slimcache._registry, "_entry_points", lambda: {"custom": broken})
     with pytest.raises(MissingExtraError, match="pip install"):
         open_store("custom://host")
+
+
+# -- clients, engines and stores already at hand ------------------------------------------------
+
+
+async def test_redis_client(redis_server: RedisServer) -> None:
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    try:
+        store = open_store(client, prefix=f"registry:{uuid.uuid4().hex}:", timeout=2)
+        assert isinstance(store, RedisStore)
+        assert store.client is client
+        assert not store.cluster
+        assert store.timeout == 2.0
+        await _round_trip(store)
+        assert await client.ping() is True  # a client passed in stays the caller's
+    finally:
+        await client.aclose()
+
+
+async def test_redis_cluster_client(redis_cluster: RedisClusterServers) -> None:
+    client = redis_cluster.client()
+    try:
+        store = open_store(client, prefix=f"registry:{uuid.uuid4().hex}:")
+        assert isinstance(store, RedisStore)
+        assert store.client is client
+        assert store.cluster
+        await _round_trip(store)
+    finally:
+        await client.aclose()
+
+
+async def test_sqlalchemy_async_engine(tmp_path: Path) -> None:
+    engine = create_async_engine(sqlite_url(tmp_path / "engine.db"))
+    try:
+        store = open_store(engine, table="from_engine")
+        assert isinstance(store, SQLStore)
+        assert store.engine is engine
+        await _round_trip(store)
+        # The store made its table in the engine's database, and left the engine open.
+        async with engine.connect() as connection:
+            rows = await connection.execute(text("SELECT count(*) FROM from_engine"))
+            assert rows.scalar_one() == 0
+    finally:
+        await engine.dispose()
+
+
+async def test_boto3_s3_client_with_a_bucket(s3_server: S3Server) -> None:
+    bucket = s3_server.create_bucket()
+    store = open_store(s3_server.client(), bucket=bucket, prefix="objects/")
+    assert isinstance(store, S3Store)
+    assert (store.bucket, store.prefix) == (bucket, "objects/")
+    await _round_trip(store)
+
+
+def test_boto3_s3_client_needs_a_bucket(s3_server: S3Server) -> None:
+    client = s3_server.client()
+    try:
+        with pytest.raises(ConfigurationError, match=r"bucket=\.\.\."):
+            open_store(client)
+    finally:
+        client.close()
+
+
+def test_boto3_client_for_another_service_is_refused() -> None:
+    client = boto3.session.Session().client(
+        "sqs", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    try:
+        with pytest.raises(ConfigurationError, match="'sqs'"):
+            open_store(client, bucket="b")
+    finally:
+        client.close()
+
+
+async def test_a_store_comes_back_as_it_is(redis_server: RedisServer) -> None:
+    memory = MemoryStore()
+    assert open_store(memory) is memory
+    plain = RecordingStore("", {})
+    assert open_store(plain) is plain
+    redis_store = RedisStore.from_url(redis_server.url)
+    try:
+        assert open_store(redis_store) is redis_store
+    finally:
+        await redis_store.aclose()
+
+
+def test_a_store_takes_no_options() -> None:
+    with pytest.raises(ConfigurationError, match=r"no options.*prefix"):
+        open_store(MemoryStore(), prefix="p:")
+
+
+class SyncStore:
+    """Has the three methods of a store, but not async ones."""
+
+    def get(self, key: str) -> str | None:
+        return None
+
+    def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        return None
+
+    def delete(self, key: str) -> None:
+        return None
+
+
+def test_lookalikes_are_refused_with_what_to_pass_instead(tmp_path: Path) -> None:
+    sync_redis = redis.Redis()
+    with pytest.raises(ConfigurationError, match=r"synchronous redis\.Redis.*redis\.asyncio"):
+        open_store(sync_redis)
+    sync_engine = create_engine(f"sqlite:///{tmp_path / 'sync.db'}")
+    try:
+        with pytest.raises(ConfigurationError, match="synchronous SQLAlchemy Engine"):
+            open_store(sync_engine)
+    finally:
+        sync_engine.dispose()
+    with pytest.raises(ConfigurationError, match="must be async"):
+        open_store(SyncStore())
+
+
+def test_an_aiobotocore_client_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # aiobotocore's client class derives from botocore's; a stand-in module with such a class
+    # plays its part without installing it.
+    module = types.ModuleType("aiobotocore.client")
+
+    class AioBaseClient(botocore.client.BaseClient):
+        pass
+
+    module.AioBaseClient = AioBaseClient  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "aiobotocore.client", module)
+    client = AioBaseClient.__new__(AioBaseClient)  # the check looks at the type only
+    with pytest.raises(ConfigurationError, match="aiobotocore client; pass a boto3 S3 client"):
+        open_store(client, bucket="b")
+
+
+@pytest.mark.parametrize("thing", [object(), 3.5, ["memory://"]])
+def test_unsupported_object_names_what_is_supported(thing: object) -> None:
+    with pytest.raises(ConfigurationError, match="AsyncEngine") as caught:
+        open_store(thing)
+    assert type(thing).__name__ in str(caught.value)
+    assert not isinstance(caught.value, MissingExtraError)
+
+
+async def test_an_option_the_adapter_does_not_take(redis_server: RedisServer) -> None:
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    try:
+        with pytest.raises(ConfigurationError, match="flavour"):
+            open_store(client, flavour="mint")
+    finally:
+        await client.aclose()
+
+
+async def test_a_client_whose_adapter_is_missing_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer
+) -> None:
+    # An entry of None in sys.modules makes importing that module fail, as if not installed.
+    monkeypatch.setitem(sys.modules, "slimcache_redis", None)
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    try:
+        with pytest.raises(MissingExtraError, match=r"pip install 'slimcache\[redis\]'"):
+            open_store(client)
+    finally:
+        await client.aclose()
+
+
+def test_telling_objects_apart_imports_no_driver() -> None:
+    # In a fresh interpreter: nothing has imported a driver, and open_store must not either.
+    script = """
+import sys
+from slimcache import ConfigurationError, MemoryStore, open_store
+store = MemoryStore()
+assert open_store(store) is store
+try:
+    open_store(object())
+except ConfigurationError:
+    pass
+drivers = ("redis", "sqlalchemy", "boto3", "botocore", "aiobotocore")
+print(sorted(name for name in sys.modules if name.split(".")[0] in drivers))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"
