@@ -412,6 +412,7 @@ class SummarizeCompressor:
             assert isinstance(plan.decision, (Extend, Summarize))
             return await self._summarize(work, cache, history, plan, plan.decision, None, None)
         lease: Lease | None = None
+        timeouts = self._io.timeouts
         if self._lock_wait > 0 and self._io.atomic:
             lease = Lease(self._io, keys.lease, self._lease_ttl)
             plan = await self._take_turn(cache, history, plan, lease, force)
@@ -435,7 +436,10 @@ class SummarizeCompressor:
             return await self._summarize(work, cache, history, plan, decision, lease, previous_raw)
         finally:
             if lease is not None:
-                await lease.release()
+                if self._io.timeouts != timeouts:
+                    lease.release_later()  # the store is not answering: do not wait on it
+                else:
+                    await lease.release()
 
     async def _summarize(
         self,

@@ -161,6 +161,16 @@ class Lease:
             logger.warning("could not release the lease %s, retrying: %s", self.key, exc)
             self._clean_up_later(value)
 
+    def release_later(self) -> None:
+        """Give the lease up in the background, without waiting on the store.
+
+        For a request whose store calls are timing out: the release would likely time out
+        too, and the caller should not wait for it.
+        """
+        value, self.value = self.value, None
+        if value is not None:
+            self._clean_up_later(value)
+
     def _clean_up_later(self, value: str) -> None:
         """Delete ``value`` from the lease key in the background once the store answers.
 

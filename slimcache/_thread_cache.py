@@ -50,6 +50,7 @@ class StoreIO:
         self.stats = stats
         self.timeout = timeout
         self.ttl = ttl
+        self.timeouts = 0  # calls that ran out of time, so far
 
     @property
     def atomic(self) -> bool:
@@ -68,6 +69,7 @@ class StoreIO:
             return await run_bounded(call, self.timeout)
         except asyncio.TimeoutError as exc:
             self.stats.store_errors += 1
+            self.timeouts += 1
             raise StoreTimeout(f"store {what} timed out after {self.timeout:g}s") from exc
         except StoreError:
             self.stats.store_errors += 1

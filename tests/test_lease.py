@@ -6,7 +6,16 @@ import asyncio
 import time
 from typing import Any
 
-from slimcache import KeepMessages, MemoryStore, MessageThreshold, SummarizeCompressor, ThreadKeys
+import pytest
+
+from slimcache import (
+    KeepMessages,
+    MemoryStore,
+    MessageThreshold,
+    StoreError,
+    SummarizeCompressor,
+    ThreadKeys,
+)
 from slimcache._lease import Lease, lease_is_abandoned
 from slimcache._results import Stats
 from slimcache._thread_cache import StoreIO
@@ -122,3 +131,38 @@ def test_lease_values_past_their_deadline_are_abandoned() -> None:
     assert lease_is_abandoned("no-deadline", now=0.0)
     assert lease_is_abandoned(" 100.0", now=0.0)
     assert lease_is_abandoned("tok nan", now=0.0)
+
+
+class FreezingStore(MemoryStore):
+    """Answers reads and the lease, then stops answering every write, as a server that froze
+    while the summarizer ran."""
+
+    frozen = False
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        if self.frozen:
+            await asyncio.sleep(60)
+        await super().set(key, value, ttl=ttl)
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        if self.frozen:
+            await asyncio.sleep(60)
+        return await super().compare_and_delete(key, expected)
+
+
+async def test_a_request_whose_write_times_out_does_not_also_wait_on_the_release() -> None:
+    store = FreezingStore()
+
+    async def summarize(messages: Any, context: Any) -> str:
+        store.frozen = True
+        return "summary"
+
+    compressor = make(summarize, store, store_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="timed out"):
+        await compressor.compress(chat(30), thread_id="t")
+    # One bound for the failed write, not a second one for releasing the lease.
+    assert time.monotonic() - started < 1.7
+    store.frozen = False
+    await asyncio.sleep(0.5)  # the release, retried in the background, now goes through
+    assert await store.get(ThreadKeys("t").lease) is None
