@@ -352,6 +352,18 @@ def _canonical(message: Message, role: str, index: int) -> bytes:
 _DICT_ONLY = {dict}
 _STR_ONLY = {str}
 _ROLE_OF = itemgetter("role")
+_BULK_KEYS_WITH_EXTRAS = frozenset({"role", "content", "id", "metadata"})
+_ID_TYPES = frozenset({str, int, type(None)})  # bool is its own type: not an id
+
+
+def _get_id(message: Message) -> Any:
+    return message.get("id")
+
+
+def _get_metadata(message: Message) -> Any:
+    return message.get("metadata")
+
+
 _CONTENT_OF = itemgetter("content")
 _ENCODE_CANONICAL = methodcaller("encode", "utf-8", "surrogatepass")
 _BULK_ROLES = ROLES - {"tool"}
@@ -361,6 +373,15 @@ _BULK_SUFFIX = {
     )
     for role in _BULK_ROLES
 }
+
+
+def _only_unhashed_extras(messages: Sequence[Message]) -> bool:
+    """Whether the messages' other keys are only a valid "id" and "metadata"."""
+    if not all(m.keys() <= _BULK_KEYS_WITH_EXTRAS for m in messages):
+        return False
+    if not _ID_TYPES.issuperset(map(type, map(_get_id, messages))):
+        return False
+    return all(meta is None or isinstance(meta, Mapping) for meta in map(_get_metadata, messages))
 
 
 def _check_in_bulk(
@@ -378,10 +399,13 @@ def _check_in_bulk(
     try:
         roles: list[Any] = list(map(_ROLE_OF, messages))
         contents: list[Any] = list(map(_CONTENT_OF, messages))
-        # Every dict has a role and content; with two keys each, it has nothing else.
-        if sum(map(len, messages)) != 2 * count or not _BULK_ROLES.issuperset(roles):
+        if not _BULK_ROLES.issuperset(roles):
             return None
     except (KeyError, TypeError):  # a missing key, or an unhashable role
+        return None
+    # Every dict has a role and content; with two keys each, it has nothing else. Otherwise
+    # the only other keys may be the ones never hashed: an "id" and "metadata".
+    if sum(map(len, messages)) != 2 * count and not _only_unhashed_extras(messages):
         return None
     if set(map(type, contents)) != _STR_ONLY:
         return None

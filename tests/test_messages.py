@@ -591,8 +591,8 @@ def test_plain_lists_checked_in_bulk_match_the_message_by_message_path(
     messages: list[dict[str, Any]],
 ) -> None:
     bulk = check_messages(messages)
-    # An "id" is not hashed and makes the list leave the bulk path.
-    one_by_one = check_messages([{**m, "id": i} for i, m in enumerate(messages)])
+    # A "name" of None is hashed as no name, and makes the list leave the bulk path.
+    one_by_one = check_messages([{**m, "name": None} for m in messages])
     assert bulk.canonical == one_by_one.canonical
     assert bulk.tokens == one_by_one.tokens
     assert bulk.pinned == one_by_one.pinned
