@@ -8,11 +8,12 @@ entry per range.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._keys import ThreadKeys
+from slimcache._memory import ConversationWindowMemory
 from slimcache._messages import CheckedMessages, Message, check_messages
 from slimcache._plan import History
 from slimcache._store import Store, SupportsGetMany
@@ -144,10 +145,12 @@ async def thread_ranges(
 
 
 async def clear_thread(store: Store, thread_id: str | int, *, namespace: str = "") -> int:
-    """Delete a thread's index and every range it lists.
+    """Delete everything slimcache keeps for a thread.
 
-    Ranges are deleted first and the index last, so an interrupted clear leaves an index
-    that still names what remains.
+    That is the compressor's index and every range it lists (ranges first and the index last,
+    so an interrupted clear leaves an index that still names what remains), and then the
+    thread's lease, its window-memory history, its compaction session record and link, and
+    the entries of ``cached_summarizer``.
 
     Args:
         store: The store the compressor writes to.
@@ -155,22 +158,41 @@ async def clear_thread(store: Store, thread_id: str | int, *, namespace: str = "
         namespace: The compressor's key namespace.
 
     Returns:
-        How many keys were deleted: the index plus its ranges (0 when there is no index).
+        How many of the compressor's keys were deleted: the index plus its ranges (0 when
+        there is no index).
 
     Raises:
         InvalidInput: The thread id is malformed.
         StoreError: The store failed.
     """
     keys = ThreadKeys(thread_id, namespace)
-    raw = await store.get(keys.index)
+    deleted = await _clear_ranges(store, keys, keys.index, keys.summary)
+    await _clear_ranges(store, keys, keys.prefix + "wrapped:index", _wrapped_range(keys))
+    for suffix in ("lease", "session", "next"):
+        await store.delete(keys.prefix + suffix)
+    await ConversationWindowMemory(store, 1, namespace=namespace).clear(thread_id)
+    return deleted
+
+
+def _wrapped_range(keys: ThreadKeys) -> Callable[[int, int], str]:
+    def key(start: int, end: int) -> str:
+        return f"{keys.prefix}wrapped:summary:{start}-{end}"
+
+    return key
+
+
+async def _clear_ranges(
+    store: Store, keys: ThreadKeys, index_key: str, range_key: Callable[[int, int], str]
+) -> int:
+    raw = await store.get(index_key)
     if raw is None:
         return 0
     index = ThreadIndex.parse(raw, thread=keys.encoded)
     targets: set[str] = set()
     if index is not None:
-        targets.update(keys.summary(r.start, r.end) for r in index.ranges)
-        targets.add(keys.summary(index.head.start, index.head.end))
+        targets.update(range_key(r.start, r.end) for r in index.ranges)
+        targets.add(range_key(index.head.start, index.head.end))
     for key in sorted(targets):
         await store.delete(key)
-    await store.delete(keys.index)
+    await store.delete(index_key)
     return len(targets) + 1

@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from slimcache import MemoryStore, SummarizeCompressor
+from slimcache import (
+    Compaction,
+    ConversationWindowMemory,
+    MemoryStore,
+    SummarizeCompressor,
+    ThreadKeys,
+    cached_summarizer,
+)
 from slimcache._cli import build_app
 from slimcache._inspect import clear_thread, thread_ranges
 from tests.fakes import CountingStore, RecordingSummarizer, chat
@@ -351,3 +358,31 @@ async def test_range_whose_entry_is_gone_falls_back_to_the_head() -> None:
     (again,) = await thread_ranges(store, 7, messages=history)
     assert (again.stored, again.head, again.valid) == (False, True, True)
     assert again.summary == only.summary
+
+
+async def test_clear_thread_removes_every_key_of_the_thread() -> None:
+    store = MemoryStore()
+    history = chat(30)
+    compressor = SummarizeCompressor(RecordingSummarizer(), store)
+    await compressor.compress(history, thread_id="t")
+    memory = ConversationWindowMemory(store, 4)
+    for message in history[1:]:
+        await memory.append("t", message)
+
+    @cached_summarizer(store)
+    async def summarize(messages: Any) -> str:
+        return f"{len(messages)} messages"
+
+    await summarize(history[1:], thread_id="t")
+    compaction = Compaction("llm", context_window=1000, store=store)
+    started = await compaction.handle_new_session({"summary": "so far"}, thread_id="t")
+    await store.set(ThreadKeys("t").lease, "token 1.0")
+    await compressor.compress(history, thread_id="other")
+    others = {k for k in store.snapshot() if "thread_other:" in k}
+    new_thread = getattr(started, "thread_id", None)
+    assert new_thread is not None
+
+    assert await clear_thread(store, "t") >= 2
+    left = set(store.snapshot())
+    assert {k for k in left if k.startswith("thread_t:")} == set()
+    assert others <= left  # other threads are untouched
