@@ -16,9 +16,7 @@ Fixtures:
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -34,6 +32,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from slimcache_redis import RedisStore
+
+from tests.servers import ServerProcess
 
 __all__ = [
     "RedisServer",
@@ -77,7 +77,7 @@ def _free_port() -> int:
         return port
 
 
-class RedisServer:
+class RedisServer(ServerProcess):
     """One ``redis-server`` process, restartable on the same port, socket and data directory.
 
     Args:
@@ -104,11 +104,6 @@ class RedisServer:
     def unix_url(self) -> str:
         """Unix-socket URL of database 0."""
         return f"unix://{self.unix_socket}?db=0"
-
-    @property
-    def running(self) -> bool:
-        """Whether the server process is alive."""
-        return self._process is not None and self._process.poll() is None
 
     def _write_config(self) -> Path:
         config = self.directory / "redis.conf"
@@ -206,29 +201,6 @@ class RedisServer:
             self._process.wait(timeout=_STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
             self._kill()
-
-    @property
-    def pid(self) -> int:
-        """Process id of the running server.
-
-        Raises:
-            RuntimeError: The server is not running.
-        """
-        if self._process is None or self._process.poll() is not None:
-            raise RuntimeError("the server is not running")
-        return self._process.pid
-
-    def freeze(self) -> None:
-        """Stop the server process (SIGSTOP): connections stay open and nothing answers.
-
-        Always pair with :meth:`thaw` (in a ``finally``).
-        """
-        os.kill(self.pid, signal.SIGSTOP)
-
-    def thaw(self) -> None:
-        """Let a frozen server run again (SIGCONT); harmless when it is not frozen."""
-        if self.running:
-            os.kill(self.pid, signal.SIGCONT)
 
     def _kill(self) -> None:
         if self._process is None:

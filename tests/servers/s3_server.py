@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -47,6 +46,8 @@ import pytest
 import pytest_asyncio
 from botocore.config import Config
 from slimcache_s3 import S3Store
+
+from tests.servers import ServerProcess
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -79,7 +80,7 @@ def unique_bucket_name() -> str:
     return f"slimcache-test-{uuid.uuid4().hex}"
 
 
-class S3Server:
+class S3Server(ServerProcess):
     """One moto server process, restartable on the same port with the same buckets and objects.
 
     Args:
@@ -112,11 +113,6 @@ class S3Server:
             "aws_access_key_id": self.access_key,
             "aws_secret_access_key": self.secret_key,
         }
-
-    @property
-    def running(self) -> bool:
-        """Whether the server process is alive."""
-        return self._process is not None and self._process.poll() is None
 
     def client(self, **config: Any) -> S3Client:
         """Return a new boto3 S3 client for this server; ``config`` goes to botocore's Config."""
@@ -235,29 +231,6 @@ class S3Server:
             self._process.wait(timeout=_STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
             self._kill()
-
-    @property
-    def pid(self) -> int:
-        """Process id of the running server.
-
-        Raises:
-            RuntimeError: The server is not running.
-        """
-        if self._process is None or self._process.poll() is not None:
-            raise RuntimeError("the server is not running")
-        return self._process.pid
-
-    def freeze(self) -> None:
-        """Stop the server process (SIGSTOP): connections stay open and nothing answers.
-
-        Always pair with :meth:`thaw` (in a ``finally``).
-        """
-        os.kill(self.pid, signal.SIGSTOP)
-
-    def thaw(self) -> None:
-        """Let a frozen server run again (SIGCONT); harmless when it is not frozen."""
-        if self.running:
-            os.kill(self.pid, signal.SIGCONT)
 
     def _kill(self) -> None:
         if self._process is None:
