@@ -74,13 +74,6 @@ Hook = Any
 DEFAULT_SUMMARY_TEMPLATE = "Summary of the earlier conversation:\n{summary}"
 
 
-def _seconds(name: str, value: object) -> float:
-    seconds = check_seconds_or_none(name, value)
-    if seconds is None:
-        raise ConfigurationError(f"{name} must be a positive, finite number of seconds")
-    return seconds
-
-
 @dataclass
 class _Work:
     """Bookkeeping of one request while it runs."""
@@ -227,7 +220,9 @@ class SummarizeCompressor:
             raise ConfigurationError("lock_wait must be a number of seconds >= 0")
         if reuse_entries not in ("matching", "any"):
             raise ConfigurationError("reuse_entries must be 'matching' or 'any'")
-        lease_ttl = _seconds("lease_ttl", lease_ttl)
+        lease_seconds = check_seconds_or_none("lease_ttl", lease_ttl)
+        if lease_seconds is None:
+            raise ConfigurationError("lease_ttl must be a number of seconds, got None")
         store_timeout = check_seconds_or_none("store_timeout", store_timeout)
         check_callables(
             {
@@ -256,7 +251,7 @@ class SummarizeCompressor:
         self._on_store_error = on_store_error
         self._summarizer_id = summarizer_id or summarizer_name(summarizer)
         self._lock_wait = float(lock_wait)
-        self._lease_ttl = lease_ttl
+        self._lease_ttl = lease_seconds
         self._single_writer = bool(single_writer)
         self._stats = Stats()
         self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from slimcache._exceptions import ConfigurationError
 from slimcache._policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
 from slimcache._store import positive_int
+from slimcache.adapters import check_seconds
 
 __all__ = [
     "SUMMARY_ROLES",
@@ -76,21 +76,17 @@ def check_summary_format(
 
 
 def check_seconds_or_none(name: str, value: object) -> float | None:
-    """``None``, or a positive, finite number of seconds.
+    """``None``, or a positive, finite number of seconds given as a number.
+
+    :func:`slimcache.adapters.check_seconds` with one rule more: a constructor argument is
+    never a numeric string (only URL options are).
 
     Raises:
         ConfigurationError: Naming the setting.
     """
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not value > 0
-        or math.isinf(value)
-    ):
-        raise ConfigurationError(f"{name} must be a positive, finite number of seconds")
-    return float(value)
+    if isinstance(value, str):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
+    return check_seconds(name, value, allow_none=True)
 
 
 def check_callables(callables: Mapping[str, object]) -> None:
