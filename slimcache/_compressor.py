@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, overload
 
@@ -62,7 +62,13 @@ from slimcache._summarizer import (
     call_summarizer,
     summarizer_name,
 )
-from slimcache._thread_cache import StoreIO, StoreTimeout, ThreadCache
+from slimcache._thread_cache import (
+    INDEX_ATTEMPTS,
+    StoreIO,
+    StoreTimeout,
+    ThreadCache,
+    in_background,
+)
 from slimcache.adapters import DEFAULT_STORE_TIMEOUT
 
 __all__ = ["DEFAULT_SUMMARY_TEMPLATE", "SummarizeCompressor"]
@@ -568,7 +574,7 @@ class SummarizeCompressor:
                 await self._write_index(cache, history, plan, entry)
             except StoreTimeout:
                 # The store is not answering: undo once it is back, without holding the caller.
-                _spawn(cache.undo_range(entry, written, previous_raw))
+                in_background(cache.undo_range(entry, written, previous_raw))
                 raise
             except StoreError:
                 await cache.undo_range(entry, written, previous_raw)
@@ -586,7 +592,7 @@ class SummarizeCompressor:
         """Make ``entry`` the head; on compare-and-set stores, merge with concurrent writes."""
         expected = plan.index_raw
         stored = plan.view.index
-        for _ in range(cache.index_attempts()):
+        for _ in range(INDEX_ATTEMPTS):
             update = next_index(
                 stored,
                 history,
@@ -740,14 +746,3 @@ class SummarizeCompressor:
 
     async def _emit(self, name: str, *args: Any) -> None:
         await call_hook(name, self._hooks[name], *args)
-
-
-# Clean-ups running in the background, referenced until they finish.
-_BACKGROUND: set[asyncio.Task[None]] = set()
-
-
-def _spawn(coro: Coroutine[Any, Any, None]) -> None:
-    """Run a clean-up in the background, keeping a reference until it finishes."""
-    task = asyncio.get_running_loop().create_task(coro)
-    _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 
 from slimcache._exceptions import StoreError
-from slimcache._thread_cache import StoreIO
+from slimcache._thread_cache import StoreIO, in_background
 
 __all__ = ["Lease", "lease_is_abandoned"]
 
@@ -26,8 +26,6 @@ logger = logging.getLogger("slimcache")
 
 # Seconds of clock difference between workers tolerated before a lease counts as abandoned.
 _CLOCK_SKEW = 1.0
-# Background releases still running, kept referenced so they are not collected mid-flight.
-_PENDING: set[asyncio.Task[None]] = set()
 
 
 def lease_is_abandoned(raw: str, now: float, *, skew: float = _CLOCK_SKEW) -> bool:
@@ -178,9 +176,7 @@ class Lease:
         by the server once it resumed; then nobody owns that lease. Only a lease holding
         exactly ``value`` is deleted, so a lease another worker took since is left alone.
         """
-        task = asyncio.get_running_loop().create_task(self._release_later(value))
-        _PENDING.add(task)
-        task.add_done_callback(_PENDING.discard)
+        in_background(self._release_later(value))
 
     async def _delete_own(self, value: str) -> None:
         if self.io.compares:

@@ -19,14 +19,24 @@ from slimcache._results import Stats
 from slimcache._store import Store, SupportsCompareAndSet, SupportsGetMany, SupportsSetIfAbsent
 from slimcache.adapters import run_bounded
 
-__all__ = ["StoreIO", "StoreTimeout", "ThreadCache"]
+__all__ = ["INDEX_ATTEMPTS", "StoreIO", "StoreTimeout", "ThreadCache", "in_background"]
 
 logger = logging.getLogger("slimcache")
 
 _T = TypeVar("_T")
 
 # Attempts at writing the index when other workers keep writing it in between.
-_INDEX_ATTEMPTS = 8
+INDEX_ATTEMPTS = 8
+
+# Clean-ups running in the background, referenced until they finish.
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def in_background(coro: Coroutine[Any, Any, None]) -> None:
+    """Run a clean-up in the background, keeping a reference until it finishes."""
+    task = asyncio.get_running_loop().create_task(coro)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
 
 
 class StoreTimeout(StoreError):
@@ -218,8 +228,3 @@ class ThreadCache:
                 await self.io.delete(self.keys.summary(start, end))
             except StoreError as exc:
                 logger.warning("could not delete stale range %d-%d: %s", start, end, exc)
-
-    @staticmethod
-    def index_attempts() -> int:
-        """How many times an index write is retried against concurrent writers."""
-        return _INDEX_ATTEMPTS
