@@ -24,6 +24,7 @@ __all__ = [
     "Summarizer",
     "SummaryContext",
     "call_summarizer",
+    "run_summarizer",
     "summarizer_name",
 ]
 
@@ -155,6 +156,20 @@ def _is_async(func: object) -> bool:
     return inspect.iscoroutinefunction(call)
 
 
+def run_summarizer(
+    summarizer: Summarizer, messages: Sequence[Message], context: SummaryContext
+) -> Awaitable[Any]:
+    """Start the summarizer: an async one in this loop, a sync one on the summarizer pool.
+
+    The result is awaited as it comes (an awaitable a sync summarizer hands back is followed);
+    nothing is checked here: :func:`call_summarizer` does that.
+    """
+    if _is_async(summarizer):
+        return _resolve(summarizer(messages, context))
+    call = functools.partial(contextvars.copy_context().run, summarizer, messages, context)
+    return _resolve(asyncio.get_running_loop().run_in_executor(_summarizer_executor(), call))
+
+
 async def call_summarizer(
     summarizer: Summarizer,
     messages: Sequence[Message],
@@ -170,15 +185,11 @@ async def call_summarizer(
     """
     where = f"messages {context.start}-{context.end}" if messages else "the summary"
     try:
-        if _is_async(summarizer):
-            pending: Any = summarizer(messages, context)
-        else:
-            call = functools.partial(contextvars.copy_context().run, summarizer, messages, context)
-            pending = asyncio.get_running_loop().run_in_executor(_summarizer_executor(), call)
+        pending = run_summarizer(summarizer, messages, context)
         if timeout is not None:
-            result = await asyncio.wait_for(_resolve(pending), timeout)
+            result = await asyncio.wait_for(pending, timeout)
         else:
-            result = await _resolve(pending)
+            result = await pending
     except asyncio.TimeoutError as exc:
         raise SummarizerError(
             f"summarizer timed out after {timeout}s on {where} ({context.task})"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
-import functools
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -40,9 +39,7 @@ from slimcache._strategies import Extend
 from slimcache._summarizer import (
     Summarizer,
     SummaryContext,
-    _is_async,
-    _resolve,
-    _summarizer_executor,
+    run_summarizer,
     summarizer_name,
 )
 from slimcache.adapters import DEFAULT_STORE_TIMEOUT
@@ -422,12 +419,7 @@ class SlidingWindow:
             round_.started = True
             round_.tokens_before = self._tokens_before(round_.history, context)
             await self._emit("on_compact_start", len(messages), round_.tokens_before)
-        summarizer = self._summarizer
-        if _is_async(summarizer):
-            return await _resolve(summarizer(messages, context))
-        call = functools.partial(contextvars.copy_context().run, summarizer, messages, context)
-        loop = asyncio.get_running_loop()
-        return await _resolve(await loop.run_in_executor(_summarizer_executor(), call))
+        return await run_summarizer(self._summarizer, messages, context)
 
     def _tokens_before(self, history: Sequence[Message], context: SummaryContext) -> int:
         """Tokens of the messages being compacted: pinned, previous summary and window."""
