@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
 from slimcache._messages import Message
@@ -75,6 +75,19 @@ def _check_timeout(timeout: object) -> float | None:
     ):
         raise ConfigurationError("timeout must be a positive, finite number of seconds")
     return float(timeout)
+
+
+_C = TypeVar("_C", "AsyncOpenAI", "AsyncAnthropic")
+
+
+def _with_options(client: _C, retries: int | None, seconds: float | None) -> _C:
+    """The caller's client, with the retries and timeout given here (as it is if none)."""
+    options: dict[str, Any] = {}
+    if retries is not None:
+        options["max_retries"] = retries
+    if seconds is not None:
+        options["timeout"] = seconds
+    return client.with_options(**options) if options else client
 
 
 def _client_options(
@@ -188,13 +201,8 @@ class OpenAISummarizer(_SDKSummarizer):
         if client is None:
             client = _build_openai(base_url, api_key, retries, seconds)
             self._owns_client = True
-        elif retries is not None or seconds is not None:
-            options: dict[str, Any] = {}
-            if retries is not None:
-                options["max_retries"] = retries
-            if seconds is not None:
-                options["timeout"] = seconds
-            client = client.with_options(**options)
+        else:
+            client = _with_options(client, retries, seconds)
         self._client = client
         self._closable = client
 
@@ -287,13 +295,8 @@ class AnthropicSummarizer(_SDKSummarizer):
         if client is None:
             client = _build_anthropic(base_url, api_key, retries, seconds)
             self._owns_client = True
-        elif retries is not None or seconds is not None:
-            options: dict[str, Any] = {}
-            if retries is not None:
-                options["max_retries"] = retries
-            if seconds is not None:
-                options["timeout"] = seconds
-            client = client.with_options(**options)
+        else:
+            client = _with_options(client, retries, seconds)
         self._client = client
         self._closable = client
 
