@@ -20,6 +20,18 @@ from tests.servers.sqlite_files import sqlite_store_factory  # noqa: F401
 STORE_NAMES = ["memory", "sqlite", "postgres", "redis", "s3"]
 
 
+# The stores the features built on the core (window memory, sliding window, compaction,
+# cached_summarizer) are tested on: in-process, a real Redis and a real SQLite file.
+CORE_STORE_NAMES = ["memory", "redis", "sqlite"]
+
+
+@pytest.fixture(params=CORE_STORE_NAMES)
+def make_store(request: pytest.FixtureRequest) -> StoreFactory:
+    """``await make_store()``: a fresh store on memory, a real Redis or a real SQLite file."""
+    factory: StoreFactory = request.getfixturevalue(f"{request.param}_store_factory")
+    return factory
+
+
 @pytest.fixture(params=STORE_NAMES)
 def store_factory(request: pytest.FixtureRequest) -> StoreFactory:
     """Resolve ``<name>_store_factory`` for the current parameter."""

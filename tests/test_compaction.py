@@ -42,7 +42,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "llm_compaction.py"
 SECTION = ROOT / "docs" / "sections" / "llm-compaction.md"
 
-STORES = ["memory", "redis", "sqlite"]
 
 Factory = Callable[..., Awaitable[Store]]
 
@@ -57,11 +56,10 @@ def llm(**options: Any) -> Compaction:
     return Compaction("llm", **options)
 
 
-@pytest.fixture(params=STORES)
-def factory(request: pytest.FixtureRequest) -> Factory:
-    """``<name>_store_factory`` for each store the tests run on."""
-    made: Factory = request.getfixturevalue(f"{request.param}_store_factory")
-    return made
+@pytest.fixture
+def factory(make_store: Factory) -> Factory:
+    """The store factory of each store the tests run on (see ``make_store``)."""
+    return make_store
 
 
 @asynccontextmanager

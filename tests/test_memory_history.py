@@ -31,15 +31,7 @@ from slimcache import (
 from tests.fakes import CountingStore, chat
 
 ROOT = Path(__file__).resolve().parent.parent
-STORES = ["memory", "redis", "sqlite"]
 MakeStore = Callable[..., Awaitable[Store]]
-
-
-@pytest.fixture(params=STORES)
-def make_store(request: pytest.FixtureRequest) -> MakeStore:
-    """``await make_store()``: a fresh store on memory, a real Redis or a real SQLite file."""
-    factory: MakeStore = request.getfixturevalue(f"{request.param}_store_factory")
-    return factory
 
 
 def contents(messages: Sequence[dict[str, Any]]) -> list[str]:

@@ -32,15 +32,7 @@ from tests.fakes import RecordingSummarizer, chat
 from tests.test_memory_history import RecordingStore, assistant_calls, tool, user
 
 ROOT = Path(__file__).resolve().parent.parent
-STORES = ["memory", "redis", "sqlite"]
 MakeStore = Callable[..., Awaitable[Store]]
-
-
-@pytest.fixture(params=STORES)
-def make_store(request: pytest.FixtureRequest) -> MakeStore:
-    """``await make_store()``: a fresh store on memory, a real Redis or a real SQLite file."""
-    factory: MakeStore = request.getfixturevalue(f"{request.param}_store_factory")
-    return factory
 
 
 def turns(count: int, start: int = 0) -> list[dict[str, Any]]:

@@ -29,14 +29,7 @@ from tests.fakes import FailingStore, chat
 
 ROOT = Path(__file__).resolve().parent.parent
 
-STORES = ["memory", "redis", "sqlite"]
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
-
-
-@pytest.fixture(params=STORES)
-def make_store(request: pytest.FixtureRequest) -> StoreFactory:
-    factory: StoreFactory = request.getfixturevalue(f"{request.param}_store_factory")
-    return factory
 
 
 def summary_of(messages: list[dict[str, Any]]) -> str:
