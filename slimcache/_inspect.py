@@ -11,14 +11,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache._entries import SummaryEntry, ThreadIndex
 from slimcache._keys import ThreadKeys
 from slimcache._memory import ConversationWindowMemory
-from slimcache._messages import CheckedMessages, Message, check_messages
+from slimcache._messages import Message, check_messages
 from slimcache._plan import History
 from slimcache._store import Store, SupportsGetMany
 
-__all__ = ["RangeInfo", "clear_thread", "range_is_valid", "thread_ranges"]
+__all__ = ["RangeInfo", "clear_thread", "thread_ranges"]
 
 
 @dataclass(frozen=True)
@@ -65,16 +65,6 @@ class RangeInfo:
         if self.created_at is None:
             return None
         return max(0.0, (time.time() if now is None else now) - self.created_at)
-
-
-def range_is_valid(checked: CheckedMessages, ref: RangeRef) -> bool:
-    """Whether a cached range still matches a history, by the compressor's own rules.
-
-    The range must start right after the pinned system messages, end inside the history on
-    a whole unit (never between a tool call and its results), and its fingerprint must match
-    the covered messages.
-    """
-    return History(checked).matches(ref.start, ref.end, ref.fingerprint)
 
 
 async def _read_many(store: Store, keys: list[str]) -> list[str | None]:
