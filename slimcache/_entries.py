@@ -55,7 +55,7 @@ class SummaryEntry:
         thread: The encoded thread id.
         start: First message index covered.
         end: Last message index covered.
-        fingerprint: Chained hash of exactly the covered messages.
+        fingerprint: Hash of exactly the covered messages.
         summary: The summary text.
         summary_tokens: Tokens of the summary.
         covered_tokens: Tokens of the messages it covers.

@@ -19,6 +19,8 @@ No thread id or namespace can collide with, or reach into, another thread's keys
 from __future__ import annotations
 
 import hashlib
+import sys
+from array import array
 from collections.abc import Sequence
 from urllib.parse import quote
 
@@ -136,22 +138,30 @@ def fingerprint_chain(canonical: list[bytes], start: int) -> list[str]:
     return chain
 
 
-FINGERPRINT_PREFIX = "2:"
-"""Marks fingerprints made by :func:`fingerprint_range`; older ones are bare hex."""
+FINGERPRINT_PREFIX = "3:"
+"""Marks fingerprints made by :func:`fingerprint_range`; the oldest ones are bare hex."""
 
 
-def fingerprint_range(canonical: Sequence[bytes], start: int, end: int) -> str:
-    """Fingerprint messages ``start..end`` (inclusive) in one hash over their encodings.
+def fingerprint_range(kinds: str, payloads: Sequence[str], start: int, end: int) -> str:
+    """Fingerprint messages ``start..end`` (inclusive) in one hash.
 
-    The canonical encodings are JSON objects, which delimit themselves, so their
-    concatenation identifies exactly the covered messages: editing, removing or reordering
-    any of them changes the fingerprint. One hash over the joined bytes costs far less than
-    one hash per message, so checking a cached range against a long history stays cheap.
-    Fingerprints made this way start with ``"2:"``; entries cached with the older per-message
-    chain (:func:`fingerprint_chain`) are still checked with it.
+    Each message is recorded as a kind (one letter: a plain turn's role, or ``"j"``) and a
+    payload text (a plain turn's content, or another message's canonical JSON); see
+    :class:`slimcache._messages.CheckedMessages`. The hash covers the kinds, every payload's
+    length and then the payloads joined, so editing, removing or reordering any covered
+    message changes the fingerprint, and no two lists of messages share the hashed bytes.
+
+    Plain content is hashed as it is, not JSON-escaped: a cache hit fingerprints the whole
+    history it serves, and one hash over the joined text costs little more than copying it.
+    Fingerprints made this way start with ``"3:"``; entries cached with the per-message chain
+    (:func:`fingerprint_chain`, bare hex) are still checked with it.
     """
-    # SHA-256: processors' SHA instructions make it the fastest of hashlib's hashes here, and
-    # a hit hashes the whole history it serves.
-    state = hashlib.sha256(f"slimcache-fp-v2:{start}:".encode())
-    state.update(b"".join(canonical[start : end + 1]))
+    covered = payloads[start : end + 1]
+    lengths = array("Q", map(len, covered))
+    if sys.byteorder == "big":
+        lengths.byteswap()  # the same bytes on every machine sharing the store
+    # SHA-256: processors' SHA instructions make it the fastest of hashlib's hashes here.
+    state = hashlib.sha256(f"slimcache-fp-v3:{start}:{kinds[start : end + 1]}:".encode())
+    state.update(lengths)
+    state.update("".join(covered).encode("utf-8", "surrogatepass"))
     return FINGERPRINT_PREFIX + state.hexdigest()[:32]

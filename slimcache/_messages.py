@@ -6,9 +6,9 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from functools import cached_property
 from json.encoder import encode_basestring
-from operator import itemgetter, methodcaller
+from operator import itemgetter
 from typing import Any
 
 from slimcache._exceptions import InvalidInput
@@ -61,6 +61,12 @@ _ROLE_FIELD = {
     role: ',"role":"{}","tool_call_id":'.format("user" if role == "human" else role)
     for role in ROLES
 }
+# What a fingerprint records of each message: a plain turn (string content; no name, tool
+# calls or tool call id) is its role's letter and its content as is; any other message is
+# JSON_KIND and its canonical JSON text.
+PLAIN_KINDS = {"system": "s", "developer": "d", "user": "u", "human": "u", "assistant": "a"}
+JSON_KIND = "j"
+_KIND_ROLE_FIELD = {kind: _ROLE_FIELD[role] for role, kind in PLAIN_KINDS.items()}
 
 
 def approx_tokens(text: str) -> int:
@@ -167,21 +173,39 @@ class CheckedMessages:
 
     Attributes:
         messages: The messages as given.
-        canonical: One canonical JSON encoding per message (what fingerprints hash).
         tokens: Token count per message.
         pinned: How many leading system/developer messages are pinned.
         unit_end: For each index, the last index of the atomic unit it belongs to (an assistant
             message with tool calls and its tool results form one unit).
+        kinds: One letter per message for what fingerprints hash: a plain turn's role letter
+            (``PLAIN_KINDS``), or ``JSON_KIND`` for any other message.
+        payloads: Per message, the text fingerprints hash: a plain turn's content, or any
+            other message's canonical JSON.
     """
 
     messages: Sequence[Message]
-    canonical: list[bytes]
     tokens: list[int]
     pinned: int
     unit_end: list[int]
+    kinds: str = ""
+    payloads: Sequence[str] = ()
 
     def __len__(self) -> int:
         return len(self.messages)
+
+    @cached_property
+    def canonical(self) -> list[bytes]:
+        """One canonical JSON encoding per message, as the older per-message chain hashes it.
+
+        Built on first use only: the range fingerprints new entries carry hash ``kinds`` and
+        ``payloads`` instead.
+        """
+        return [
+            payload.encode("utf-8", "surrogatepass")
+            if kind == JSON_KIND
+            else _plain_canonical(payload, None, None, _KIND_ROLE_FIELD[kind])
+            for kind, payload in zip(self.kinds, self.payloads, strict=True)
+        ]
 
 
 def _shown(value: object) -> str:
@@ -283,18 +307,21 @@ def _nesting_problem(value: object) -> str | None:
     return None
 
 
-def _plain_canonical(
-    content: str, name: str | None, tool_call_id: str | None, role_field: str
-) -> bytes:
+def _plain_text(content: str, name: str | None, tool_call_id: str | None, role_field: str) -> str:
     # The canonical form of a message with string content and no tool calls, built directly:
     # the keys in sorted order and the string escaping json.dumps itself uses.
     encoded_name = "null" if name is None else encode_basestring(name)
     encoded_id = "null" if tool_call_id is None else encode_basestring(tool_call_id)
-    text = (
+    return (
         f'{{"content":{encode_basestring(content)},"name":{encoded_name}'
         f'{role_field}{encoded_id},"tool_calls":null}}'
     )
-    return text.encode("utf-8", "surrogatepass")
+
+
+def _plain_canonical(
+    content: str, name: str | None, tool_call_id: str | None, role_field: str
+) -> bytes:
+    return _plain_text(content, name, tool_call_id, role_field).encode("utf-8", "surrogatepass")
 
 
 def _structure_problem(message: Message, index: int) -> InvalidInput | None:
@@ -305,7 +332,7 @@ def _structure_problem(message: Message, index: int) -> InvalidInput | None:
     return None
 
 
-def _canonical(message: Message, role: str, index: int) -> bytes:
+def _canonical(message: Message, role: str, index: int) -> str:
     # Only what a summary is made of is hashed: editing 'metadata' or 'id' does not invalidate.
     # The bytes are exactly those of json.dumps(view, sort_keys=True, ensure_ascii=False,
     # separators=(",", ":")) encoded with surrogatepass, as every earlier version made them:
@@ -321,7 +348,7 @@ def _canonical(message: Message, role: str, index: int) -> bytes:
         and role_field is not None
         and message.get("tool_calls") is None
     ):
-        return _plain_canonical(content, name, tool_call_id, role_field)
+        return _plain_text(content, name, tool_call_id, role_field)
     view = {
         "role": "user" if role == "human" else role,
         "content": content,
@@ -344,7 +371,7 @@ def _canonical(message: Message, role: str, index: int) -> bytes:
         problem = _structure_problem(message, index)
         if problem is not None:
             raise problem
-    return text.encode("utf-8", "surrogatepass")
+    return text
 
 
 # A list of nothing but plain chat turns, the common case, is checked in bulk: every message a
@@ -365,14 +392,7 @@ def _get_metadata(message: Message) -> Any:
 
 
 _CONTENT_OF = itemgetter("content")
-_ENCODE_CANONICAL = methodcaller("encode", "utf-8", "surrogatepass")
 _BULK_ROLES = ROLES - {"tool"}
-_BULK_SUFFIX = {
-    role: ',"name":null,"role":"{}","tool_call_id":null,"tool_calls":null}}'.format(
-        "user" if role == "human" else role
-    )
-    for role in _BULK_ROLES
-}
 
 
 def _only_unhashed_extras(messages: Sequence[Message]) -> bool:
@@ -409,15 +429,7 @@ def _check_in_bulk(
         return None
     if set(map(type, contents)) != _STR_ONLY:
         return None
-    texts = map(
-        "".join,
-        zip(
-            repeat('{"content":'),
-            map(encode_basestring, contents),
-            map(_BULK_SUFFIX.__getitem__, roles),
-        ),
-    )
-    canonical = list(map(_ENCODE_CANONICAL, texts))
+    kinds = "".join(map(PLAIN_KINDS.__getitem__, roles))
     if counter is approx_tokens:
         tokens = [overhead + (length + 3) // 4 for length in map(len, contents)]
     else:
@@ -427,7 +439,7 @@ def _check_in_bulk(
         if role not in PINNED_ROLES:
             break
         pinned += 1
-    return CheckedMessages(messages, canonical, tokens, pinned, list(range(count)))
+    return CheckedMessages(messages, tokens, pinned, list(range(count)), kinds, contents)
 
 
 def check_messages(
@@ -447,7 +459,8 @@ def check_messages(
     bulk = _check_in_bulk(messages, counter, overhead)
     if bulk is not None:
         return bulk
-    canonical: list[bytes] = []
+    kinds: list[str] = []
+    payloads: list[str] = []
     tokens: list[int] = []
     unit_end: list[int] = []
     pinned = 0
@@ -466,7 +479,7 @@ def check_messages(
         name: Any = message.get("name")
         tool_call_id: Any = message.get("tool_call_id")
         # Most messages are plain: string content and no tool calls. They pass every check of
-        # the full path below by construction, and their canonical form is built directly.
+        # the full path below by construction, and need no canonical JSON to be fingerprinted.
         plain = (
             isinstance(content, str)
             and (name is None or isinstance(name, str))
@@ -511,12 +524,18 @@ def check_messages(
         if index == pinned and role in PINNED_ROLES:
             pinned += 1
         if plain:
-            canonical.append(_plain_canonical(content, name, tool_call_id, _ROLE_FIELD[role]))
+            if name is None and tool_call_id is None and role != "tool":
+                kinds.append(PLAIN_KINDS[role])
+                payloads.append(content)
+            else:
+                kinds.append(JSON_KIND)
+                payloads.append(_plain_text(content, name, tool_call_id, _ROLE_FIELD[role]))
             tokens.append(overhead + counter(content) + (0 if name is None else counter(name)))
         else:
-            canonical.append(_canonical(message, role, index))
+            kinds.append(JSON_KIND)
+            payloads.append(_canonical(message, role, index))
             tokens.append(count_message_tokens(message, counter, overhead))
-    return CheckedMessages(messages, canonical, tokens, pinned, unit_end)
+    return CheckedMessages(messages, tokens, pinned, unit_end, "".join(kinds), payloads)
 
 
 @dataclass(frozen=True)

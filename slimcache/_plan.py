@@ -61,13 +61,16 @@ class History:
         """Fingerprint of messages ``pinned..end`` (the form new entries are written with)."""
         found = self._fingerprints.get(end)
         if found is None:
-            found = fingerprint_range(self.checked.canonical, self.pinned, end)
+            checked = self.checked
+            found = fingerprint_range(checked.kinds, checked.payloads, self.pinned, end)
             self._fingerprints[end] = found
         return found
 
     def _same(self, end: int, fingerprint: str) -> bool:
         if fingerprint.startswith(FINGERPRINT_PREFIX):
             return self.fingerprint(end) == fingerprint
+        if ":" in fingerprint:
+            return False  # an unknown format (a newer version's, say): a miss, then replaced
         return self.chain[end - self.pinned] == fingerprint
 
     def matches(self, start: int, end: int, fingerprint: str) -> bool:

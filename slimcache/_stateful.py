@@ -509,8 +509,8 @@ class ConversationCompressor:
     # ------------------------------------------------------------------ compressing
 
     def _checked_window(self) -> CheckedMessages:
-        # The boundary search reads only tokens and unit ends; canonical forms are not needed.
-        return CheckedMessages(self._window, [], self._window_tokens, 0, self._unit_end)
+        # The boundary search reads only tokens and unit ends; nothing is fingerprinted.
+        return CheckedMessages(self._window, self._window_tokens, 0, self._unit_end)
 
     def _summary_message(self, summary: str) -> dict[str, Any]:
         start = len(self._pinned)

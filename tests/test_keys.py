@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import struct
+from typing import Any
 
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from slimcache import InvalidInput, SummaryEntry, ThreadIndex, ThreadKeys, encode_thread_id
-from slimcache._keys import MAX_PLAIN_ID_LENGTH, fingerprint_chain
+from slimcache._keys import MAX_PLAIN_ID_LENGTH, fingerprint_chain, fingerprint_range
 from slimcache._messages import check_messages
+from slimcache._plan import History
 
 NASTY = st.one_of(
     st.text(min_size=1),
@@ -107,6 +111,88 @@ def test_fingerprints_see_order_and_start(texts: list[str]) -> None:
     swapped = [texts[1], texts[0], *texts[2:]]
     assert chain_of(texts, 0)[-1] != chain_of(swapped, 0)[-1]
     assert chain_of(["x", *texts], 1) != chain_of(["y", *texts], 0)[1:]
+
+
+def range_of(messages: list[dict[str, Any]], start: int = 0, end: int | None = None) -> str:
+    checked = check_messages(messages)
+    last = len(messages) - 1 if end is None else end
+    return fingerprint_range(checked.kinds, checked.payloads, start, last)
+
+
+def spelled_out(messages: list[dict[str, Any]], start: int) -> str:
+    """The range fingerprint from its written definition, for plain turns (role and text)."""
+    kinds = "".join({"human": "u"}.get(m["role"], m["role"][0]) for m in messages)
+    texts = [m["content"] for m in messages]
+    state = hashlib.sha256(f"slimcache-fp-v3:{start}:{kinds}:".encode())
+    state.update(struct.pack(f"<{len(texts)}Q", *map(len, texts)))
+    state.update("".join(texts).encode("utf-8", "surrogatepass"))
+    return "3:" + state.hexdigest()[:32]
+
+
+_ROLE = st.sampled_from(["system", "developer", "user", "human", "assistant"])
+
+
+@given(st.lists(st.tuples(_ROLE, st.text(max_size=20)), min_size=1, max_size=8), st.data())
+def test_range_fingerprints_follow_their_definition_on_every_machine(
+    turns: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    # The lengths are little-endian whatever the machine: workers on different hardware share
+    # the store, so they must compute the same fingerprints.
+    messages = [{"role": role, "content": text} for role, text in turns]
+    start = data.draw(st.integers(min_value=0, max_value=len(messages) - 1))
+    assert range_of(messages, start) == spelled_out(messages[start:], start)
+
+
+@given(st.lists(st.text(max_size=20), min_size=2, max_size=10), st.data())
+def test_range_fingerprints_see_every_edit_split_and_role(
+    texts: list[str], data: st.DataObject
+) -> None:
+    messages = [{"role": "user", "content": t} for t in texts]
+    base = range_of(messages)
+    at = data.draw(st.integers(min_value=0, max_value=len(texts) - 1))
+    replacement = data.draw(st.text(max_size=20))
+    assume(replacement != texts[at])
+    edited = [dict(m) for m in messages]
+    edited[at]["content"] = replacement
+    assert range_of(edited) != base
+    # Moving text across a message boundary keeps the joined text but not the lengths.
+    moved = [dict(m) for m in messages]
+    moved[0]["content"] = texts[0] + texts[1]
+    moved[1]["content"] = ""
+    if texts[1]:
+        assert range_of(moved) != base
+    other_role = [dict(m) for m in messages]
+    other_role[at]["role"] = "assistant"
+    assert range_of(other_role) != base
+    # "human" is another spelling of "user", as in the canonical form.
+    assert range_of([{**m, "role": "human"} for m in messages]) == base
+    assert range_of(messages[1:], 0) != range_of(messages, 1)
+
+
+def test_a_named_or_tool_message_is_fingerprinted_by_its_canonical_json() -> None:
+    plain = [{"role": "user", "content": "hi"}]
+    named = [{"role": "user", "content": "hi", "name": "ann"}]
+    assert check_messages(plain).kinds == "u"
+    assert check_messages(named).kinds == "j"
+    assert check_messages(named).payloads == [check_messages(named).canonical[0].decode()]
+    assert range_of(named) != range_of(plain)
+    # Unhashed fields change nothing; a name of None is no name.
+    assert range_of([{**plain[0], "id": 7, "metadata": {"a": 1}, "name": None}]) == range_of(plain)
+
+
+def test_history_checks_each_format_by_its_own_rule() -> None:
+    messages = [{"role": "system", "content": "s"}] + [
+        {"role": "user", "content": f"m{i}"} for i in range(6)
+    ]
+    history = History(check_messages(messages))
+    assert history.matches(1, 4, history.fingerprint(4))
+    assert history.fingerprint(4).startswith("3:")
+    # The per-message chain of the first releases (bare hex) is still honoured.
+    assert history.matches(1, 4, chain_of([m["content"] for m in messages], 1)[3])
+    assert not history.matches(1, 4, chain_of([m["content"] for m in messages], 1)[2])
+    # Any other prefixed format is not this version's: never a match.
+    assert not history.matches(1, 4, "2:" + history.fingerprint(4)[2:])
+    assert history.contradicts(1, 4, "9:" + "0" * 32)
 
 
 def entry(**changes: object) -> SummaryEntry:
