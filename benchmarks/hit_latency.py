@@ -28,7 +28,10 @@ of one raw read, per message of history.
 Usage::
 
     uv run python benchmarks/hit_latency.py [--ops N] [--rounds R]
-        [--stores memory,redis,sqlite,postgres,s3] [--no-profile]
+        [--stores memory,redis,sqlite,postgres,s3] [--fingerprint content|id] [--no-profile]
+
+``--fingerprint id`` gives every message a string ``id`` and builds the compressors with
+``fingerprint="id"``, so a hit hashes the ids instead of the messages' text.
 
 Prints medians in microseconds, the targets the project tracks next to the measured figures,
 and a cProfile top 10 (by own time) of the 200-message hit on the memory store, whose own
@@ -50,7 +53,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 # Run as a script, only ``benchmarks/`` is on the path: make the repository root importable
 # (store_bench and the test servers live there).
@@ -74,18 +77,25 @@ HIT_TARGET_RATIO = 2.0
 PER_MESSAGE_TARGET_US = 1.0
 
 Reader = Callable[[str], Awaitable["str | None"]]
+Fingerprint = Literal["content", "id"]
 
 
 # -- the threads --------------------------------------------------------------------------------
 
 
-def plain_history(count: int) -> list[dict[str, Any]]:
-    """A system prompt, then alternating user/assistant messages of plain text; ends on a user."""
+def plain_history(count: int, *, with_ids: bool = False) -> list[dict[str, Any]]:
+    """A system prompt, then alternating user/assistant messages of plain text; ends on a user.
+
+    With ``with_ids``, every message has a string ``id``.
+    """
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful agent."}]
     for i in range(count - 1):
         role = "user" if i % 2 == 0 else "assistant"
         words = " ".join(f"word{j}" for j in range(4 + i % 11))
         messages.append({"role": role, "content": f"Message {i}: {words}. Anything else?"})
+    if with_ids:
+        for i, message in enumerate(messages):
+            message["id"] = f"msg_{i:06d}"
     return messages
 
 
@@ -113,9 +123,11 @@ async def summarize(messages: Sequence[Message], context: SummaryContext) -> str
     return _offline(messages, context)
 
 
-def compressor(store: Store) -> SummarizeCompressor:
+def compressor(store: Store, fingerprint: Fingerprint = "content") -> SummarizeCompressor:
     """A compressor with the defaults, recording the same summarizer id everywhere."""
-    return SummarizeCompressor(summarize, store, summarizer_id=SUMMARIZER_ID)
+    return SummarizeCompressor(
+        summarize, store, summarizer_id=SUMMARIZER_ID, fingerprint=fingerprint
+    )
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,7 @@ class Thread:
     history: list[dict[str, Any]]
     thread_id: str
     entries: dict[str, str]
+    fingerprint: Fingerprint
 
     @property
     def index_key(self) -> str:
@@ -135,16 +148,16 @@ class Thread:
         return self.entries[self.index_key]
 
 
-async def build_thread(count: int) -> Thread:
+async def build_thread(count: int, fingerprint: Fingerprint = "content") -> Thread:
     """Replay ``count`` messages request by request, as a chat server would, on a dict."""
-    history = plain_history(count)
+    history = plain_history(count, with_ids=fingerprint == "id")
     thread_id = f"hit-latency-{count}"
     store = DictStore()
-    building = compressor(store)
+    building = compressor(store, fingerprint)
     for length in range(2, count + 1):
         if history[length - 1]["role"] == "user":
             await building.compress(history[:length], thread_id=thread_id)
-    return Thread(history, thread_id, dict(store.data))
+    return Thread(history, thread_id, dict(store.data), fingerprint)
 
 
 # -- the contenders -----------------------------------------------------------------------------
@@ -312,7 +325,8 @@ async def bench_store(
                 await contender.store.set(key, value)
             raw_key = f"raw-index-{len(thread.history)}-{uuid.uuid4().hex[:8]}"
             await contender.raw_set(raw_key, thread.index_value)
-            subject = Subject(thread, compressor(contender.store), contender, raw_key)
+            hitting = compressor(contender.store, thread.fingerprint)
+            subject = Subject(thread, hitting, contender, raw_key)
             await _check_is_hit(subject.hitting, thread, name)
             for what in CONTENDERS:  # warm-up: connections, caches, first-call costs
                 await subject.time(what, WARMUP_OPS, [])
@@ -345,7 +359,7 @@ async def profile_memory_hit(thread: Thread, calls: int) -> str:
     store = MemoryStore()
     for key, value in thread.entries.items():
         await store.set(key, value)
-    hitting = compressor(store)
+    hitting = compressor(store, thread.fingerprint)
     await _check_is_hit(hitting, thread, "memory")
     profiler = cProfile.Profile()
     profiler.enable()
@@ -408,6 +422,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--stores", default=",".join(STORES), help="comma-separated subset of " + ",".join(STORES)
     )
+    parser.add_argument(
+        "--fingerprint",
+        choices=("content", "id"),
+        default="content",
+        help="the compressors' fingerprint setting (id: every message has an id)",
+    )
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile table")
     args = parser.parse_args(argv)
     chosen = [s.strip() for s in args.stores.split(",") if s.strip()]
@@ -424,7 +444,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None]:
     print("building the threads ...", file=sys.stderr, flush=True)
-    threads = [await build_thread(count) for count in SIZES]
+    threads = [await build_thread(count, args.fingerprint) for count in SIZES]
     rows: list[Row] = []
     with running_servers(set(args.stores)) as servers:
         for name in args.stores:
@@ -441,7 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     per_size = max(1, args.ops // args.rounds) * args.rounds
     print(
         f"cache hit of compress() vs one raw GET of the index's size: {per_size} of each per "
-        f"store and size, {args.rounds} interleaved rounds, Python {sys.version.split()[0]}"
+        f"store and size, {args.rounds} interleaved rounds, fingerprint={args.fingerprint}, "
+        f"Python {sys.version.split()[0]}"
     )
     print(render(rows))
     print(

@@ -465,6 +465,10 @@ def build_app() -> "typer.Typer":
         summaries: Annotated[
             bool, typer.Option("--summaries", help="Also print each summary's text.")
         ] = False,
+        fingerprint: Annotated[
+            str,
+            typer.Option(help="The compressor's fingerprint setting: content or id."),
+        ] = "content",
     ) -> None:
         """List a thread's cached summary ranges."""
         try:
@@ -475,7 +479,7 @@ def build_app() -> "typer.Typer":
                 except (ConfigurationError, InvalidInput) as exc:
                     raise _Exit(str(exc), USAGE_ERROR) from None
             handle = _open(url)
-            ranges = asyncio.run(_inspect(handle, thread, namespace, messages))
+            ranges = asyncio.run(_inspect(handle, thread, namespace, messages, fingerprint))
         except _Exit as error:
             _fail(error)
         _print_ranges(url, thread, ranges, summaries)
@@ -507,10 +511,22 @@ def _check_plotting() -> None:
 
 
 async def _inspect(
-    store: Store, thread: str, namespace: str, messages: list[dict[str, Any]] | None
+    store: Store,
+    thread: str,
+    namespace: str,
+    messages: list[dict[str, Any]] | None,
+    fingerprint: str,
 ) -> list[RangeInfo]:
     try:
-        return await thread_ranges(store, thread, namespace=namespace, messages=messages)
+        if fingerprint not in ("content", "id"):
+            raise ConfigurationError(f"--fingerprint must be content or id, got {fingerprint!r}")
+        return await thread_ranges(
+            store,
+            thread,
+            namespace=namespace,
+            messages=messages,
+            fingerprint="id" if fingerprint == "id" else "content",
+        )
     except (ConfigurationError, InvalidInput) as exc:
         raise _Exit(str(exc), USAGE_ERROR) from None
     except SlimcacheError as exc:

@@ -162,6 +162,12 @@ class SummarizeCompressor:
             write the range, write the index).
         store_timeout: Seconds one store call may take before it fails with
             :class:`StoreError` (``None``: no bound beyond the store's own).
+        fingerprint: What identifies a covered message. ``"content"`` (default): what a
+            summary is made of (role, content, name, tool calls), so any edit is seen.
+            ``"id"``: a message's ``id`` alone, when it has one, so a hit hashes ids rather than
+            the whole history's text; only for callers whose ids name one content forever (an
+            edited message gets a new id), as an edit under the same id is not seen. Messages
+            without an id are identified by content. Switching re-summarizes each thread once.
         on_evict: Hook ``(messages, reason)`` called with the messages folded into a summary.
         on_compress: Hook ``(CompressEvent)`` called after a summary is made.
         on_cache_hit: Hook ``(CompressEvent)`` called when a cached summary is served.
@@ -197,6 +203,7 @@ class SummarizeCompressor:
         lease_ttl: float = 10.0,
         single_writer: bool = False,
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+        fingerprint: Literal["content", "id"] = "content",
         on_evict: Hook | None = None,
         on_compress: Hook | None = None,
         on_cache_hit: Hook | None = None,
@@ -226,6 +233,8 @@ class SummarizeCompressor:
             raise ConfigurationError("lock_wait must be a number of seconds >= 0")
         if reuse_entries not in ("matching", "any"):
             raise ConfigurationError("reuse_entries must be 'matching' or 'any'")
+        if fingerprint not in ("content", "id"):
+            raise ConfigurationError(f"fingerprint must be 'content' or 'id', got {fingerprint!r}")
         lease_seconds = check_seconds_or_none("lease_ttl", lease_ttl)
         if lease_seconds is None:
             raise ConfigurationError("lease_ttl must be a number of seconds, got None")
@@ -259,6 +268,7 @@ class SummarizeCompressor:
         self._lock_wait = float(lock_wait)
         self._lease_ttl = lease_seconds
         self._single_writer = bool(single_writer)
+        self._by_id = fingerprint == "id"
         self._stats = Stats()
         self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
         identity = Identity(self._summarizer_id, self._prompts.digest, resolved_strategy.name)
@@ -387,7 +397,7 @@ class SummarizeCompressor:
     # ------------------------------------------------------------------ the two paths
 
     async def _compress_uncached(self, work: _Work, force: bool) -> CompressionResult:
-        decision = decide(History(work.checked), None, self._rules, force=force)
+        decision = decide(History(work.checked, by_id=self._by_id), None, self._rules, force=force)
         if not isinstance(decision, Summarize):
             return self._unchanged(work)
         target = decision.target
@@ -399,7 +409,7 @@ class SummarizeCompressor:
     async def _compress_cached(
         self, work: _Work, keys: ThreadKeys, force: bool
     ) -> CompressionResult:
-        history = History(work.checked)
+        history = History(work.checked, by_id=self._by_id)
         if history.total == history.pinned:
             return self._unchanged(work)
         cache = ThreadCache(self._io, keys)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from slimcache._entries import SummaryEntry, ThreadIndex
+from slimcache._exceptions import ConfigurationError
 from slimcache._keys import ThreadKeys
 from slimcache._memory import ConversationWindowMemory
 from slimcache._messages import Message, check_messages
@@ -81,6 +83,7 @@ async def thread_ranges(
     *,
     namespace: str = "",
     messages: Sequence[Message] | None = None,
+    fingerprint: Literal["content", "id"] = "content",
 ) -> list[RangeInfo]:
     """List the cached ranges of a thread, oldest first.
 
@@ -90,6 +93,8 @@ async def thread_ranges(
         namespace: The compressor's key namespace.
         messages: The conversation's current history; when given, each range says whether
             it still matches it.
+        fingerprint: The compressor's ``fingerprint`` setting, which ``messages`` are
+            checked by.
 
     Returns:
         One :class:`RangeInfo` per range in the thread's index; empty when the thread has
@@ -99,8 +104,12 @@ async def thread_ranges(
         InvalidInput: The thread id or a message is malformed.
         StoreError: The store failed.
     """
+    if fingerprint not in ("content", "id"):
+        raise ConfigurationError(f"fingerprint must be 'content' or 'id', got {fingerprint!r}")
     keys = ThreadKeys(thread_id, namespace)
-    history = History(check_messages(messages)) if messages is not None else None
+    history = None
+    if messages is not None:
+        history = History(check_messages(messages), by_id=fingerprint == "id")
     index = ThreadIndex.parse(await store.get(keys.index), thread=keys.encoded)
     if index is None:
         return []

@@ -66,6 +66,10 @@ _ROLE_FIELD = {
 # JSON_KIND and its canonical JSON text.
 PLAIN_KINDS = {"system": "s", "developer": "d", "user": "u", "human": "u", "assistant": "a"}
 JSON_KIND = "j"
+# Fingerprinted by their id instead (see ids_as_records): a string id, or an integer id in hex
+# (hex has no length limit, where str(int) refuses numbers past 4,300 digits).
+STR_ID_KIND = "i"
+INT_ID_KIND = "n"
 _KIND_ROLE_FIELD = {kind: _ROLE_FIELD[role] for role, kind in PLAIN_KINDS.items()}
 
 
@@ -378,6 +382,7 @@ def _canonical(message: Message, role: str, index: int) -> str:
 # dict of exactly a role (not "tool") and string content.
 _DICT_ONLY = {dict}
 _STR_ONLY = {str}
+_NONE_ONLY = {type(None)}
 _ROLE_OF = itemgetter("role")
 _BULK_KEYS_WITH_EXTRAS = frozenset({"role", "content", "id", "metadata"})
 _ID_TYPES = frozenset({str, int, type(None)})  # bool is its own type: not an id
@@ -440,6 +445,34 @@ def _check_in_bulk(
             break
         pinned += 1
     return CheckedMessages(messages, tokens, pinned, list(range(count)), kinds, contents)
+
+
+def ids_as_records(checked: CheckedMessages) -> tuple[str, Sequence[str]]:
+    """Fingerprint records in which every message with an ``id`` is recorded by its id alone.
+
+    For callers whose ids name one content forever (an edited message gets a new id): a
+    fingerprint then hashes the ids, whatever the length of the messages. Messages without an
+    id keep their own record. Returns ``(kinds, payloads)`` as in :class:`CheckedMessages`.
+    """
+    ids: list[Any] = list(map(_get_id, checked.messages))
+    id_types = set(map(type, ids))
+    if id_types == _STR_ONLY:  # every message has a string id: the common case, in bulk
+        return STR_ID_KIND * len(ids), ids
+    if id_types == _NONE_ONLY:
+        return checked.kinds, checked.payloads
+    kinds: list[str] = []
+    payloads: list[str] = []
+    for kind, payload, message_id in zip(checked.kinds, checked.payloads, ids, strict=True):
+        if message_id is None:
+            kinds.append(kind)
+            payloads.append(payload)
+        elif type(message_id) is str:
+            kinds.append(STR_ID_KIND)
+            payloads.append(message_id)
+        else:  # an int: check_messages lets no other id through
+            kinds.append(INT_ID_KIND)
+            payloads.append(f"{message_id:x}")
+    return "".join(kinds), payloads
 
 
 def check_messages(

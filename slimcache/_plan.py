@@ -21,7 +21,7 @@ from typing import Union
 
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
-from slimcache._messages import CheckedMessages
+from slimcache._messages import CheckedMessages, ids_as_records
 from slimcache._policy import Keep, KeepMessages, KeepTokens, Trigger, WindowState, is_settled
 
 __all__ = [
@@ -44,13 +44,25 @@ __all__ = [
 
 
 class History:
-    """A request's checked messages, and fingerprints of the prefixes after the pinned ones."""
+    """A request's checked messages, and fingerprints of the prefixes after the pinned ones.
 
-    def __init__(self, checked: CheckedMessages) -> None:
+    Args:
+        checked: The messages.
+        by_id: Fingerprint messages that have an ``id`` by their id alone (see
+            :func:`slimcache._messages.ids_as_records`).
+    """
+
+    def __init__(self, checked: CheckedMessages, *, by_id: bool = False) -> None:
         self.checked = checked
         self.pinned = checked.pinned
         self.total = len(checked)
+        self.by_id = by_id
         self._fingerprints: dict[int, str] = {}
+
+    @cached_property
+    def _records(self) -> tuple[str, Sequence[str]]:
+        checked = self.checked
+        return ids_as_records(checked) if self.by_id else (checked.kinds, checked.payloads)
 
     @cached_property
     def chain(self) -> list[str]:
@@ -61,16 +73,18 @@ class History:
         """Fingerprint of messages ``pinned..end`` (the form new entries are written with)."""
         found = self._fingerprints.get(end)
         if found is None:
-            checked = self.checked
-            found = fingerprint_range(checked.kinds, checked.payloads, self.pinned, end)
+            kinds, payloads = self._records
+            found = fingerprint_range(kinds, payloads, self.pinned, end)
             self._fingerprints[end] = found
         return found
 
     def _same(self, end: int, fingerprint: str) -> bool:
         if fingerprint.startswith(FINGERPRINT_PREFIX):
             return self.fingerprint(end) == fingerprint
-        if ":" in fingerprint:
-            return False  # an unknown format (a newer version's, say): a miss, then replaced
+        if ":" in fingerprint or self.by_id:
+            # An unknown format (a newer version's, say), or the older chain, which hashed
+            # content, when ids are what is trusted: a miss, then replaced.
+            return False
         return self.chain[end - self.pinned] == fingerprint
 
     def matches(self, start: int, end: int, fingerprint: str) -> bool:

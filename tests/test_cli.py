@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from slimcache import (
     Compaction,
+    ConfigurationError,
     ConversationWindowMemory,
     MemoryStore,
     SummarizeCompressor,
@@ -314,6 +315,9 @@ def test_inspect_errors(tmp_path: Path) -> None:
     missing = invoke("inspect", "memory://")
     assert missing.exit_code == 2
     assert "--thread" in missing.stderr
+    unknown = invoke("inspect", "memory://", "--thread", "t", "--fingerprint", "hash")
+    assert unknown.exit_code == 2
+    assert "--fingerprint must be content or id" in unknown.stderr
 
 
 async def test_thread_ranges_and_clear_thread() -> None:
@@ -324,6 +328,15 @@ async def test_thread_ranges_and_clear_thread() -> None:
         await compressor.compress(history[:length], thread_id="t")
     ranges = await thread_ranges(store, "t", messages=history)
     assert ranges, "the replay made summaries"
+    # Checked by id, the same history is not what these entries were made from.
+    by_id = await thread_ranges(store, "t", messages=history, fingerprint="id")
+    assert by_id == ranges  # no message has an id: content is what identifies them
+    named = [{**m, "id": f"m{i}"} for i, m in enumerate(history)]
+    assert not any(
+        r.valid for r in await thread_ranges(store, "t", messages=named, fingerprint="id")
+    )
+    with pytest.raises(ConfigurationError, match="fingerprint"):
+        await thread_ranges(store, "t", messages=history, fingerprint="hash")  # type: ignore[arg-type]
     assert [r.end for r in ranges] == sorted(r.end for r in ranges)
     assert all(r.valid and r.stored and r.start == 1 for r in ranges)
     assert [r.head for r in ranges] == [False] * (len(ranges) - 1) + [True]

@@ -153,6 +153,49 @@ async def test_edit_early_message_is_detected_and_old_summary_never_served() -> 
     assert keys == ["thread_t:index", f"thread_t:summary:1-{result.summary_range[1]}"]  # type: ignore[index]
 
 
+def with_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give every message but the system prompt an id: strings, and integers on every third."""
+    named = [dict(m) for m in messages]
+    for i, message in enumerate(named[1:], start=1):
+        message["id"] = i if i % 3 == 0 else f"msg-{i}"
+    return named
+
+
+async def test_fingerprint_by_id_trusts_ids_and_still_sees_new_ids_and_unnamed_messages() -> None:
+    store = MemoryStore()
+    summarizer = RecordingSummarizer()
+    history = with_ids(chat(100))
+    compressor = make(summarizer, store, fingerprint="id")
+    for length in range(2, 101, 2):
+        await compressor.compress(history[:length], thread_id="t")
+    calls = len(summarizer.calls)
+    assert (await compressor.compress_detailed(history, thread_id="t")).outcome == "hit"
+
+    # Content under the same id is the caller's promise: not re-read, so no new call.
+    same_ids = [dict(m) for m in history]
+    same_ids[5]["content"] = "message 5 EDITED"
+    assert (await compressor.compress_detailed(same_ids, thread_id="t")).outcome == "hit"
+    assert len(summarizer.calls) == calls
+    # A new id (an edit as such callers make it) is seen.
+    new_id = [dict(m) for m in history]
+    new_id[5]["id"] = "msg-5-v2"
+    result = await compressor.compress_detailed(new_id, thread_id="t")
+    assert result.outcome == "summarized"
+    assert compressor.stats.invalidations == 1
+    # So is an integer id turned into the same digits as a string, and an edit to a message
+    # that has no id.
+    for edit in ({"id": "6"}, {"id": None, "content": "message 6 EDITED"}):
+        edited = [dict(m) for m in new_id]
+        edited[6].update(edit)
+        result = await compressor.compress_detailed(edited, thread_id="t")
+        assert result.outcome == "summarized", edit
+        await compressor.compress_detailed(new_id, thread_id="t")  # back to the stored history
+
+    # The same history by content: the entries made by id are not taken for its own.
+    by_content = make(RecordingSummarizer(), store)
+    assert (await by_content.compress_detailed(history, thread_id="t")).outcome == "summarized"
+
+
 async def test_edit_near_the_end_falls_back_to_a_checkpoint() -> None:
     store = MemoryStore()
     summarizer = RecordingSummarizer()
@@ -454,6 +497,7 @@ async def test_manual_trigger_compresses_only_when_forced() -> None:
         ({"namespace": "a\nb"}, "namespace"),
         ({"on_store_error": "ignore"}, "on_store_error"),
         ({"checkpoints": 0}, "checkpoints"),
+        ({"fingerprint": "hash"}, "fingerprint must be 'content' or 'id'"),
     ],
 )
 def test_bad_configuration_is_rejected(options: dict[str, Any], match: str) -> None:

@@ -244,3 +244,29 @@ def test_the_walk_from_the_end_finds_the_same_boundary(data: st.DataObject) -> N
             fast = _boundary_from_the_end(checked, start, keep, rule, floor)
             assert fast == _boundary_from_the_front(checked, start, keep, rule, floor)
             assert eviction_boundary(checked, start, keep, rule) == fast
+
+
+def test_histories_by_id_hash_ids_of_any_size_and_content_where_there_is_none() -> None:
+    messages = chat(12)
+    huge = 10**5000  # past the 4,300 digits str() accepts
+    for i, message in enumerate(messages[1:], start=1):
+        message["id"] = huge + i if i % 2 else f"m{i}"
+    by_id = History(check_messages(messages), by_id=True)
+    edited = [dict(m) for m in messages]
+    edited[3]["content"] = "another text"
+    assert History(check_messages(edited), by_id=True).fingerprint(8) == by_id.fingerprint(8)
+    assert History(check_messages(edited)).fingerprint(8) != History(
+        check_messages(messages)
+    ).fingerprint(8)
+    renamed = [dict(m) for m in messages]
+    renamed[3]["id"] = huge + 4
+    assert History(check_messages(renamed), by_id=True).fingerprint(8) != by_id.fingerprint(8)
+    unnamed = [dict(m) for m in messages]
+    del unnamed[3]["id"]
+    without = History(check_messages(unnamed), by_id=True)
+    assert without.fingerprint(8) != by_id.fingerprint(8)
+    unnamed_edited = [dict(m) for m in unnamed]
+    unnamed_edited[3]["content"] = "another text"
+    assert History(check_messages(unnamed_edited), by_id=True).fingerprint(8) != (
+        without.fingerprint(8)
+    )
