@@ -7,9 +7,10 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain, repeat
 from json.encoder import encode_basestring
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from slimcache._exceptions import InvalidInput
 
@@ -388,25 +389,23 @@ _BULK_KEYS_WITH_EXTRAS = frozenset({"role", "content", "id", "metadata"})
 _ID_TYPES = frozenset({str, int, type(None)})  # bool is its own type: not an id
 
 
-def _get_id(message: Message) -> Any:
-    return message.get("id")
-
-
-def _get_metadata(message: Message) -> Any:
-    return message.get("metadata")
+_PLAIN_METADATA_TYPES = frozenset({dict, type(None)})
 
 
 _CONTENT_OF = itemgetter("content")
 _BULK_ROLES = ROLES - {"tool"}
 
 
-def _only_unhashed_extras(messages: Sequence[Message]) -> bool:
+def _only_unhashed_extras(messages: Sequence[dict[str, Any]]) -> bool:
     """Whether the messages' other keys are only a valid "id" and "metadata"."""
-    if not all(m.keys() <= _BULK_KEYS_WITH_EXTRAS for m in messages):
+    if not _BULK_KEYS_WITH_EXTRAS.issuperset(chain.from_iterable(messages)):
         return False
-    if not _ID_TYPES.issuperset(map(type, map(_get_id, messages))):
+    if not _ID_TYPES.issuperset(map(type, map(dict.get, messages, repeat("id")))):
         return False
-    return all(meta is None or isinstance(meta, Mapping) for meta in map(_get_metadata, messages))
+    metadata = list(map(dict.get, messages, repeat("metadata")))
+    if _PLAIN_METADATA_TYPES.issuperset(map(type, metadata)):
+        return True
+    return all(meta is None or isinstance(meta, Mapping) for meta in metadata)
 
 
 def _check_in_bulk(
@@ -430,7 +429,9 @@ def _check_in_bulk(
         return None
     # Every dict has a role and content; with two keys each, it has nothing else. Otherwise
     # the only other keys may be the ones never hashed: an "id" and "metadata".
-    if sum(map(len, messages)) != 2 * count and not _only_unhashed_extras(messages):
+    if sum(map(len, messages)) != 2 * count and not _only_unhashed_extras(
+        cast("Sequence[dict[str, Any]]", messages)  # every one is a dict, checked above
+    ):
         return None
     if set(map(type, contents)) != _STR_ONLY:
         return None
@@ -454,7 +455,7 @@ def ids_as_records(checked: CheckedMessages) -> tuple[str, Sequence[str]]:
     fingerprint then hashes the ids, whatever the length of the messages. Messages without an
     id keep their own record. Returns ``(kinds, payloads)`` as in :class:`CheckedMessages`.
     """
-    ids: list[Any] = list(map(_get_id, checked.messages))
+    ids: list[Any] = [message.get("id") for message in checked.messages]
     id_types = set(map(type, ids))
     if id_types == _STR_ONLY:  # every message has a string id: the common case, in bulk
         return STR_ID_KIND * len(ids), ids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -606,3 +607,37 @@ def test_plain_lists_checked_in_bulk_match_the_message_by_message_path(
             [{**m, "id": 0} for m in messages], lambda text: len(text.split()), 2
         ).tokens
     )
+
+
+_TURNS_WITH_EXTRAS = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "user", "assistant"]), "content": st.text()},
+        optional={
+            "id": st.one_of(st.none(), st.text(), st.integers(), st.booleans(), st.floats()),
+            "metadata": st.one_of(
+                st.none(),
+                st.dictionaries(st.text(), st.integers()),
+                st.dictionaries(st.text(), st.integers()).map(MappingProxyType),
+                st.lists(st.integers()),
+            ),
+        },
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TURNS_WITH_EXTRAS)
+def test_turns_with_ids_and_metadata_checked_in_bulk_match_the_message_by_message_path(
+    messages: list[dict[str, Any]],
+) -> None:
+    def outcome(checked: list[dict[str, Any]]) -> tuple[Any, ...]:
+        try:
+            result = check_messages(checked)
+        except InvalidInput as exc:
+            return ("invalid", exc.index)
+        return (result.kinds, list(result.payloads), result.tokens, result.pinned)
+
+    # A "name" of None is hashed as no name, and makes the list leave the bulk path.
+    assert outcome(messages) == outcome([{**m, "name": None} for m in messages])
