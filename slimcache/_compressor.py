@@ -22,7 +22,7 @@ from slimcache._config import (
     check_summary_format,
     resolve_policies,
 )
-from slimcache._entries import RangeRef, SummaryEntry
+from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
 from slimcache._keys import ThreadKeys, normalize_namespace
 from slimcache._lease import Lease
@@ -41,6 +41,7 @@ from slimcache._plan import (
     Extend,
     History,
     Identity,
+    IndexUpdate,
     IndexView,
     Rules,
     Serve,
@@ -424,20 +425,24 @@ class SummarizeCompressor:
             return await self._summarize(work, cache, history, plan, plan.decision, None, None)
         lease: Lease | None = None
         timeouts = self._io.timeouts
+        reread: tuple[str | None, str | None] | None = None
         if self._lock_wait > 0 and self._io.atomic:
             lease = Lease(self._io, keys.lease, self._lease_ttl)
-            plan = await self._take_turn(cache, history, plan, lease, force)
+            plan, reread = await self._take_turn(cache, history, plan, lease, force, target)
         try:
             previous_raw: str | None = None
-            if (target := _due(plan.decision)) is not None:
+            if (due := _due(plan.decision)) is not None:
                 # Read again now that this worker has its turn: another may have just finished,
                 # or an earlier request may have written the range and lost its index write.
-                index_raw, previous_raw = await cache.read_index_and_range(target.start, target.end)
+                # Taking the lease at once read them in the same round trip.
+                if reread is None or due != target:
+                    reread = await cache.read_index_and_range(due.start, due.end)
+                index_raw, previous_raw = reread
                 plan = await self._plan(cache, history, index_raw, force)
-                existing = cache.parse_range(previous_raw, target.start, target.end)
-                if _due(plan.decision) != target:
+                existing = cache.parse_range(previous_raw, due.start, due.end)
+                if _due(plan.decision) != due:
                     previous_raw = None
-                elif self._serves(existing, target):
+                elif self._serves(existing, due):
                     assert existing is not None
                     await self._repair_index(cache, history, plan, existing)
                     return await self._hit(work, existing)
@@ -481,7 +486,7 @@ class SummarizeCompressor:
             prompt=self._prompts.digest,
             strategy=self._strategy.name,
         )
-        cached = await self._commit(cache, history, plan, entry, previous_raw)
+        cached = await self._commit(cache, history, plan, entry, previous_raw, lease)
         if base is not None:
             self._stats.extensions += 1
         else:
@@ -531,38 +536,46 @@ class SummarizeCompressor:
         )
 
     async def _take_turn(
-        self, cache: ThreadCache, history: History, plan: _Plan, lease: Lease, force: bool
-    ) -> _Plan:
+        self,
+        cache: ThreadCache,
+        history: History,
+        plan: _Plan,
+        lease: Lease,
+        force: bool,
+        target: RangeRef,
+    ) -> tuple[_Plan, tuple[str | None, str | None] | None]:
         """Hold the thread's lease, or wait until the work is done by the worker who holds it.
 
-        A waiter watches the lease: when it vanishes without a result (its holder failed) or
-        is abandoned, one waiter takes it over at once. After ``lock_wait`` seconds a waiter
-        goes on without the lease.
+        Taking the lease at once reads the index and ``target``'s range in the same round trip
+        (returned with the plan). A waiter watches the lease: when it vanishes without a
+        result (its holder failed) or is abandoned, one waiter takes it over at once. After
+        ``lock_wait`` seconds a waiter goes on without the lease.
         """
-        if await lease.acquire():
-            return plan
+        keys = cache.keys
+        read = await lease.acquire_and_read([keys.index, keys.summary(target.start, target.end)])
+        if read is not None:
+            return plan, (read[0], read[1])
         self._stats.lease_waits += 1
         deadline = time.monotonic() + self._lock_wait
         delay = 0.02
-        keys = cache.keys
         while (remaining := deadline - time.monotonic()) > 0:
             await asyncio.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.5)
             index_raw, lease_raw = await self._io.get_many([keys.index, keys.lease])
             plan = await self._plan(cache, history, index_raw, force)
             if _due(plan.decision) is None:
-                return plan
+                return plan, None
             if lease_raw is None:
                 if await lease.acquire():
-                    return plan
+                    return plan, None
             elif await lease.take_over(lease_raw):
-                return plan
+                return plan, None
         logger.warning(
             "thread %s: waited %.1fs for another worker, summarizing here",
             keys.encoded,
             self._lock_wait,
         )
-        return plan
+        return plan, None
 
     # ------------------------------------------------------------------ writing
 
@@ -573,15 +586,26 @@ class SummarizeCompressor:
         plan: _Plan,
         entry: SummaryEntry,
         previous_raw: str | None,
+        lease: Lease | None,
     ) -> bool:
         """Write the range, then the index (the commit point); undo the range if that fails.
 
+        One batch carries the range, the index, the stale ranges' deletes and the lease's
+        release: one round trip on stores that run batches. If another worker wrote the index
+        in between, the index is merged with theirs and written again.
+
         Returns whether the summary is cached (``False`` only under ``on_store_error="bypass"``).
         """
+        update = self._next_index(cache, history, plan.view.index, entry, plan.gone)
+        written, ops = cache.commit_ops(entry, plan.index_raw, update.index, update.delete)
+        release = lease.release_op() if lease is not None else None
         try:
-            written = await cache.write_range(entry)
             try:
-                await self._write_index(cache, history, plan, entry)
+                results = await self._io.batch(ops if release is None else [*ops, release])
+                if lease is not None and release is not None:
+                    lease.released()
+                if results[1] is False:  # another worker wrote the index in between
+                    await self._write_index(cache, history, plan, entry, stale=True)
             except StoreTimeout:
                 # The store is not answering: undo once it is back, without holding the caller.
                 in_background(cache.undo_range(entry, written, previous_raw))
@@ -596,27 +620,46 @@ class SummarizeCompressor:
             return False
         return True
 
+    def _next_index(
+        self,
+        cache: ThreadCache,
+        history: History,
+        stored: ThreadIndex | None,
+        entry: SummaryEntry,
+        gone: frozenset[RangeRef] = frozenset(),
+    ) -> IndexUpdate:
+        return next_index(
+            stored,
+            history,
+            entry,
+            self._rules,
+            thread=cache.keys.encoded,
+            checkpoints=self._checkpoints,
+            gone=gone,
+        )
+
     async def _write_index(
-        self, cache: ThreadCache, history: History, plan: _Plan, entry: SummaryEntry
+        self,
+        cache: ThreadCache,
+        history: History,
+        plan: _Plan,
+        entry: SummaryEntry,
+        *,
+        stale: bool = False,
     ) -> None:
-        """Make ``entry`` the head; on compare-and-set stores, merge with concurrent writes."""
-        expected = plan.index_raw
-        stored = plan.view.index
-        for _ in range(INDEX_ATTEMPTS):
-            update = next_index(
-                stored,
-                history,
-                entry,
-                self._rules,
-                thread=cache.keys.encoded,
-                checkpoints=self._checkpoints,
-                gone=plan.gone,
-            )
+        """Make ``entry`` the head; on compare-and-set stores, merge with concurrent writes.
+
+        ``stale``: the index ``plan`` read has been overwritten since; it is read again first.
+        """
+        expected, stored = plan.index_raw, plan.view.index
+        for attempt in range(INDEX_ATTEMPTS):
+            if attempt or stale:
+                expected = await cache.read_index()
+                stored = cache.parse_index(expected)
+            update = self._next_index(cache, history, stored, entry, plan.gone)
             if await cache.write_index(expected, update.index):
                 await cache.delete_ranges(update.delete)
                 return
-            expected = await cache.read_index()
-            stored = cache.parse_index(expected)
         logger.warning(
             "thread %s: the index kept changing; range %d-%d is cached but not listed",
             cache.keys.encoded,

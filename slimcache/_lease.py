@@ -15,9 +15,10 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from slimcache._exceptions import StoreError
+from slimcache._store import CompareAndDeleteOp, GetOp, SetIfAbsentOp
 from slimcache._thread_cache import StoreIO, in_background
 
 __all__ = ["Lease", "lease_is_abandoned"]
@@ -89,6 +90,31 @@ class Lease:
             self.value = value
         return self.held
 
+    async def acquire_and_read(self, keys: Sequence[str]) -> list[str | None] | None:
+        """Take the lease if nobody holds it, then read ``keys``: one round trip where the
+        store runs batches.
+
+        Returns:
+            The values of ``keys`` read right after the lease was taken, or ``None`` when
+            another worker holds it.
+        """
+        if not self.io.batches:
+            if not await self.acquire():
+                return None
+            return await self.io.get_many(keys)
+        value = self._fresh_value()
+        try:
+            results = await self.io.batch(
+                [SetIfAbsentOp(self.key, value, self.ttl), *(GetOp(key) for key in keys)]
+            )
+        except StoreError:
+            self._clean_up_later(value)
+            raise
+        if not results[0]:
+            return None
+        self.value = value
+        return results[1:]
+
     async def take_over(self, seen: str) -> bool:
         """Take the lease from a holder that abandoned it (see :func:`lease_is_abandoned`).
 
@@ -158,6 +184,17 @@ class Lease:
                 raise
             logger.warning("could not release the lease %s, retrying: %s", self.key, exc)
             self._clean_up_later(value)
+
+    def release_op(self) -> CompareAndDeleteOp | None:
+        """The operation that releases this lease, to end a batch with; ``None`` if this worker
+        holds none or the store cannot compare. Call :meth:`released` once the batch ran."""
+        if self.value is None or not self.io.compares:
+            return None
+        return CompareAndDeleteOp(self.key, self.value)
+
+    def released(self) -> None:
+        """Record that a batch carrying :meth:`release_op` ran: the lease is given up."""
+        self.value = None
 
     def release_later(self) -> None:
         """Give the lease up in the background, without waiting on the store.

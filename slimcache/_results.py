@@ -35,6 +35,8 @@ class Stats:
         store_reads: Store read round trips (``get`` and ``get_many``).
         store_writes: Store write round trips (``set`` and ``set_if_absent``).
         store_deletes: Store delete round trips.
+        store_batches: Round trips that carried several operations at once (on stores with
+            ``batch``; the operations in them are not counted again above).
         store_errors: Store calls that failed.
         summarizer_errors: Summarizer calls that failed.
         lease_waits: Requests that waited for another worker summarizing the same thread.
@@ -54,6 +56,7 @@ class Stats:
     store_reads: int = 0
     store_writes: int = 0
     store_deletes: int = 0
+    store_batches: int = 0
     store_errors: int = 0
     summarizer_errors: int = 0
     lease_waits: int = 0
@@ -61,7 +64,7 @@ class Stats:
     @property
     def store_round_trips(self) -> int:
         """All store calls made."""
-        return self.store_reads + self.store_writes + self.store_deletes
+        return self.store_reads + self.store_writes + self.store_deletes + self.store_batches
 
     @property
     def tokens_saved(self) -> int:

@@ -6,18 +6,28 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, Union, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
 from slimcache._exceptions import ConfigurationError, StoreError
 
 __all__ = [
+    "CompareAndDeleteOp",
+    "CompareAndSetOp",
+    "DeleteOp",
+    "GetOp",
     "MemoryStore",
+    "SetIfAbsentOp",
+    "SetOp",
     "Store",
+    "StoreOp",
+    "SupportsBatch",
     "SupportsClose",
     "SupportsCompareAndSet",
     "SupportsGetMany",
     "SupportsSetIfAbsent",
+    "check_ops",
     "positive_int",
     "validate_ttl",
 ]
@@ -104,6 +114,122 @@ class SupportsCompareAndSet(Protocol):
             or nothing.
         """
         ...
+
+
+@dataclass(frozen=True)
+class GetOp:
+    """Read ``key``: the result is its value, or ``None``."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class SetOp:
+    """Write ``value`` under ``key`` (as :meth:`Store.set`): the result is ``None``."""
+
+    key: str
+    value: str
+    ttl: float | None = None
+
+
+@dataclass(frozen=True)
+class SetIfAbsentOp:
+    """Write only if ``key`` holds nothing (as ``set_if_absent``): the result says if it did."""
+
+    key: str
+    value: str
+    ttl: float | None = None
+
+
+@dataclass(frozen=True)
+class CompareAndSetOp:
+    """Write only if ``key`` holds ``expected`` (as ``compare_and_set``): the result says if it
+    did."""
+
+    key: str
+    expected: str | None
+    value: str
+    ttl: float | None = None
+
+
+@dataclass(frozen=True)
+class CompareAndDeleteOp:
+    """Delete only if ``key`` holds ``expected`` (as ``compare_and_delete``): the result says if
+    it did."""
+
+    key: str
+    expected: str
+
+
+@dataclass(frozen=True)
+class DeleteOp:
+    """Delete ``key``: the result is ``None``."""
+
+    key: str
+
+
+StoreOp = Union[GetOp, SetOp, SetIfAbsentOp, CompareAndSetOp, CompareAndDeleteOp, DeleteOp]  # noqa: UP007
+"""One operation of a :class:`SupportsBatch` batch."""
+
+_OP_TYPES = (GetOp, SetOp, SetIfAbsentOp, CompareAndSetOp, CompareAndDeleteOp, DeleteOp)
+
+
+@runtime_checkable
+class SupportsBatch(Protocol):
+    """Optional ability: several operations in one round trip.
+
+    slimcache uses it to take a thread's lease and read the thread in one round trip, and to
+    write a summary, the index and release the lease in another. A store with this ability
+    has ``set_if_absent`` and ``compare_and_set`` as well.
+    """
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        """Run ``ops`` in order, in one round trip, each with the meaning of its own method.
+
+        Each operation sees the effects of those before it. The bundled stores run a batch
+        atomically (one Redis ``MULTI``/``EXEC``, one SQL transaction, one lock); a store
+        that cannot may apply part of a failed batch, as separate calls could.
+
+        Returns:
+            One result per operation, in order: a value or ``None`` for :class:`GetOp`, a
+            ``bool`` for the conditional ones, ``None`` for :class:`SetOp` and
+            :class:`DeleteOp`.
+
+        Raises:
+            ConfigurationError: An operation is malformed (checked before anything runs).
+            StoreError: The store failed.
+        """
+        ...
+
+
+def check_ops(ops: Sequence[StoreOp]) -> list[StoreOp]:
+    """Check a batch before anything runs: known operations, string keys and values, valid TTLs.
+
+    Raises:
+        ConfigurationError: Naming the position and what is wrong.
+    """
+    if isinstance(ops, (str, bytes)) or not isinstance(ops, Sequence):
+        raise ConfigurationError(f"ops must be a sequence of operations, got {type(ops).__name__}")
+    checked = list(ops)
+    for position, op in enumerate(checked):
+        if not isinstance(op, _OP_TYPES):
+            raise ConfigurationError(
+                f"ops[{position}] must be a store operation, got {type(op).__name__}"
+            )
+        texts = {"key": op.key}
+        if isinstance(op, (SetOp, SetIfAbsentOp, CompareAndSetOp)):
+            texts["value"] = op.value
+            validate_ttl(op.ttl)
+        if isinstance(op, CompareAndDeleteOp) or (
+            isinstance(op, CompareAndSetOp) and op.expected is not None
+        ):
+            texts["expected"] = op.expected  # type: ignore[assignment]
+        for field, text in texts.items():
+            if not isinstance(text, str):
+                raise ConfigurationError(
+                    f"ops[{position}].{field} must be a string, got {type(text).__name__}"
+                )
+    return checked
 
 
 @runtime_checkable
@@ -265,6 +391,34 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             self._data.pop(key, None)
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        """Run ``ops`` in order under one lock: atomically (see :class:`SupportsBatch`)."""
+        checked = check_ops(ops)
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            return [self._apply(op, now) for op in checked]
+
+    def _apply(self, op: StoreOp, now: float) -> Any:
+        if isinstance(op, GetOp):
+            return self._live(op.key, now)
+        if isinstance(op, DeleteOp):
+            self._data.pop(op.key, None)
+            return None
+        if isinstance(op, CompareAndDeleteOp):
+            if self._live(op.key, now) != op.expected:
+                return False
+            del self._data[op.key]
+            return True
+        if isinstance(op, SetOp):
+            self._put(op.key, op.value, validate_ttl(op.ttl), now)
+            return None
+        expected = op.expected if isinstance(op, CompareAndSetOp) else None
+        if self._live(op.key, now) != expected:
+            return False
+        self._put(op.key, op.value, validate_ttl(op.ttl), now)
+        return True
 
     async def aclose(self) -> None:
         """Drop every entry; the store refuses every call afterwards. Idempotent."""

@@ -16,7 +16,20 @@ from slimcache._entries import SummaryEntry, ThreadIndex
 from slimcache._exceptions import StoreError
 from slimcache._keys import ThreadKeys
 from slimcache._results import Stats
-from slimcache._store import Store, SupportsCompareAndSet, SupportsGetMany, SupportsSetIfAbsent
+from slimcache._store import (
+    CompareAndDeleteOp,
+    CompareAndSetOp,
+    DeleteOp,
+    GetOp,
+    SetIfAbsentOp,
+    SetOp,
+    Store,
+    StoreOp,
+    SupportsBatch,
+    SupportsCompareAndSet,
+    SupportsGetMany,
+    SupportsSetIfAbsent,
+)
 from slimcache.adapters import run_bounded
 
 __all__ = ["INDEX_ATTEMPTS", "StoreIO", "StoreTimeout", "ThreadCache", "in_background"]
@@ -68,6 +81,11 @@ class StoreIO:
         return isinstance(self.store, SupportsSetIfAbsent)
 
     @property
+    def batches(self) -> bool:
+        """Whether the store runs several operations in one round trip (``batch``)."""
+        return isinstance(self.store, SupportsBatch)
+
+    @property
     def compares(self) -> bool:
         """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
         return isinstance(self.store, SupportsCompareAndSet)
@@ -110,7 +128,7 @@ class StoreIO:
         self.stats.store_writes += 1
         await self._call(f"set {key!r}", self.store.set(key, value, ttl=ttl or self.ttl))
 
-    async def set_if_absent(self, key: str, value: str, *, ttl: float) -> bool:
+    async def set_if_absent(self, key: str, value: str, *, ttl: float | None) -> bool:
         """Write one key if absent; the store must have the ability."""
         store = self.store
         assert isinstance(store, SupportsSetIfAbsent)
@@ -147,6 +165,37 @@ class StoreIO:
         """Delete one key."""
         self.stats.store_deletes += 1
         await self._call(f"delete {key!r}", self.store.delete(key))
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        """Run ``ops`` in order: one round trip on a store with ``batch``, else one call each.
+
+        Conditional operations need the store's abilities (``set_if_absent``,
+        ``compare_and_set``) when it has no ``batch``.
+        """
+        store = self.store
+        if not isinstance(store, SupportsBatch):
+            return [await self._one(op) for op in ops]
+        self.stats.store_batches += 1
+        results: Any = await self._call(f"batch of {len(ops)} operations", store.batch(ops))
+        if not isinstance(results, list) or len(results) != len(ops):
+            raise StoreError(f"batch returned {results!r:.80} for {len(ops)} operations")
+        return [
+            (result if isinstance(result, str) else None) if isinstance(op, GetOp) else result
+            for op, result in zip(ops, results, strict=True)
+        ]
+
+    async def _one(self, op: StoreOp) -> Any:
+        if isinstance(op, GetOp):
+            return await self.get(op.key)
+        if isinstance(op, SetOp):
+            return await self.set(op.key, op.value, ttl=op.ttl)
+        if isinstance(op, SetIfAbsentOp):
+            return await self.set_if_absent(op.key, op.value, ttl=op.ttl)
+        if isinstance(op, CompareAndSetOp):
+            return await self.compare_and_set(op.key, op.expected, op.value, ttl=op.ttl)
+        if isinstance(op, CompareAndDeleteOp):
+            return await self.compare_and_delete(op.key, op.expected)
+        return await self.delete(op.key)
 
 
 class ThreadCache:
@@ -208,6 +257,30 @@ class ThreadCache:
                 await self.io.set(key, previous)
         except StoreError as exc:
             logger.error("could not restore %s after a failed write: %s", key, exc)
+
+    def commit_ops(
+        self,
+        entry: SummaryEntry,
+        expected_raw: str | None,
+        index: ThreadIndex,
+        delete: Sequence[tuple[int, int]],
+    ) -> tuple[str, list[StoreOp]]:
+        """The writes of one commit, for one batch: the range, the index, then stale ranges.
+
+        The index is written with compare-and-set where the store can (see
+        :meth:`write_index`). Returns the range's value (for :meth:`undo_range`) and the ops.
+        """
+        value = entry.to_json()
+        index_key, ttl = self.keys.index, self.io.ttl
+        index_op: StoreOp = (
+            CompareAndSetOp(index_key, expected_raw, index.to_json(), ttl)
+            if self.io.compares
+            else SetOp(index_key, index.to_json(), ttl)
+        )
+        range_key = self.keys.summary(entry.start, entry.end)
+        ops: list[StoreOp] = [SetOp(range_key, value, ttl), index_op]
+        ops += [DeleteOp(self.keys.summary(start, end)) for start, end in delete]
+        return value, ops
 
     async def write_index(self, expected_raw: str | None, index: ThreadIndex) -> bool:
         """Write the index; with compare-and-set, only if it still holds ``expected_raw``.

@@ -40,11 +40,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from slimcache._exceptions import ConfigurationError, StoreError
-from slimcache._store import positive_int, validate_ttl
+from slimcache._store import check_ops, positive_int, validate_ttl
 
 __all__ = [
     "DEFAULT_STORE_TIMEOUT",
     "ClosingStore",
+    "check_ops",
     "check_seconds",
     "combine_options",
     "decode_value",

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -31,12 +32,14 @@ from slimcache import (
     SummarizeCompressor,
     SummarizerError,
     SummaryContext,
+    ThreadIndex,
     ThreadKeys,
     TokenThreshold,
     count_message_tokens,
     unwrap_messages,
     wrap_messages,
 )
+from slimcache._store import SetOp, StoreOp
 from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, chat
 
 THRESHOLD, KEEP = 20, 10
@@ -353,6 +356,60 @@ async def test_failed_index_write_rolls_back_the_range() -> None:
         await compressor.compress(chat(30), thread_id="t")
     assert isinstance(caught.value.__cause__, ConnectionError)
     assert store.data == {}
+
+
+class CommitFaults(MemoryStore):
+    """A memory store whose commit batch (the one writing a summary) meets trouble once."""
+
+    def __init__(self, trouble: str) -> None:
+        super().__init__()
+        self.trouble = trouble
+        self.batches: list[list[StoreOp]] = []
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        self.batches.append(list(ops))
+        commit = any(isinstance(op, SetOp) and ":summary:" in op.key for op in ops)
+        if commit and self.trouble == "index written meanwhile":
+            self.trouble = ""
+            # Another worker (a repair, or one that stopped waiting) writes the index first.
+            other = make(RecordingSummarizer(), MemoryStore(), single_writer=True)
+            await other.compress(chat(40), thread_id="t")
+            await self.set("thread_t:index", other.store.snapshot()["thread_t:index"])  # type: ignore[attr-defined]
+        if commit and self.trouble == "reply lost":
+            self.trouble = ""
+            await super().batch(ops)
+            raise ConnectionError("connection reset after the batch was sent")
+        return await super().batch(ops)
+
+
+async def test_a_commit_batch_whose_index_changed_meanwhile_merges_with_it() -> None:
+    store = CommitFaults("index written meanwhile")
+    compressor = make(RecordingSummarizer(), store)
+    result = await compressor.compress_detailed(chat(30), thread_id="t")
+    assert result.outcome == "summarized"
+    assert result.cached
+    index = ThreadIndex.parse(store.snapshot()["thread_t:index"], thread="t")
+    assert index is not None
+    # The other worker's longer head stays; this worker's range is listed beside it.
+    assert (index.head.start, index.head.end) == (1, 30)
+    assert [(r.start, r.end) for r in index.ranges] == [(1, 20), (1, 30)]
+    assert "thread_t:summary:1-20" in store.snapshot()
+    assert "thread_t:lease" not in store.snapshot()
+
+
+async def test_a_commit_batch_whose_reply_is_lost_is_undone_and_the_lease_not_kept() -> None:
+    store = CommitFaults("reply lost")
+    compressor = make(RecordingSummarizer(), store)
+    with pytest.raises(StoreError, match="connection reset"):
+        await compressor.compress(chat(30), thread_id="t")
+    snapshot = store.snapshot()
+    # The range written by the lost batch is taken back; no lease is left to block others.
+    assert "thread_t:summary:1-20" not in snapshot
+    assert "thread_t:lease" not in snapshot
+    # What the index says still matches the history: the next request is served, not misled.
+    follow_up = await make(RecordingSummarizer(), store).compress_detailed(chat(30), thread_id="t")
+    assert follow_up.outcome in ("hit", "summarized")
+    assert follow_up.summary_range == (1, 20)
 
 
 async def test_store_failure_policy_bypass_compresses_without_cache() -> None:
@@ -974,6 +1031,20 @@ async def test_a_threads_footprint_is_bounded_by_checkpoints(strategy: str) -> N
     assert "thread_t:index" in keys
 
 
+class WithoutBatch:
+    """A memory store's abilities, one call at a time: no ``batch`` (as a third-party store)."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+        self.get = self.inner.get
+        self.get_many = self.inner.get_many
+        self.set = self.inner.set
+        self.set_if_absent = self.inner.set_if_absent
+        self.compare_and_set = self.inner.compare_and_set
+        self.compare_and_delete = self.inner.compare_and_delete
+        self.delete = self.inner.delete
+
+
 async def test_round_trips_per_operation() -> None:
     history = chat(30)
     store = CountingStore()
@@ -985,9 +1056,23 @@ async def test_round_trips_per_operation() -> None:
     await single.compress(history, thread_id="t")
     assert single.stats.store_round_trips == 1  # a hit is one read
 
-    shared = make(RecordingSummarizer(), MemoryStore())
+    # A store that runs batches: read the index; take the lease and read the index and the
+    # range again; write the range and the index and release the lease.
+    memory = MemoryStore()
+    shared = make(RecordingSummarizer(), memory)
     await shared.compress(history, thread_id="t")
     stats = shared.stats
-    # Read index; take the lease; read index and range again; write range; write index;
-    # release the lease.
+    assert (stats.store_reads, stats.store_batches, stats.store_round_trips) == (1, 2, 3)
+    assert sorted(memory.snapshot()) == ["thread_t:index", "thread_t:summary:1-20"]
+    single_batched = make(RecordingSummarizer(), MemoryStore(), single_writer=True)
+    await single_batched.compress(history, thread_id="t")
+    assert single_batched.stats.store_round_trips == 2  # read, then one batch of writes
+
+    # The same abilities one call at a time: six round trips.
+    unbatched = WithoutBatch()
+    one_by_one = make(RecordingSummarizer(), unbatched)
+    await one_by_one.compress(history, thread_id="t")
+    stats = one_by_one.stats
     assert (stats.store_reads, stats.store_writes, stats.store_deletes) == (2, 3, 1)
+    assert stats.store_batches == 0
+    assert sorted(unbatched.inner.snapshot()) == sorted(memory.snapshot())  # lease released

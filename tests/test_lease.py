@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from slimcache import (
 )
 from slimcache._lease import Lease, lease_is_abandoned
 from slimcache._results import Stats
+from slimcache._store import StoreOp
 from slimcache._thread_cache import StoreIO
 from tests.fakes import RecordingSummarizer, chat
 
@@ -148,6 +150,11 @@ class FreezingStore(MemoryStore):
         if self.frozen:
             await asyncio.sleep(60)
         return await super().compare_and_delete(key, expected)
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        if self.frozen:
+            await asyncio.sleep(60)
+        return await super().batch(ops)
 
 
 async def test_a_request_whose_write_times_out_does_not_also_wait_on_the_release() -> None:

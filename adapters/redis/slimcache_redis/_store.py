@@ -21,10 +21,21 @@ from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
-from slimcache import ConfigurationError, StoreError
+from slimcache import (
+    CompareAndDeleteOp,
+    CompareAndSetOp,
+    ConfigurationError,
+    DeleteOp,
+    GetOp,
+    SetIfAbsentOp,
+    SetOp,
+    StoreError,
+    StoreOp,
+)
 from slimcache.adapters import (
     DEFAULT_STORE_TIMEOUT,
     ClosingStore,
+    check_ops,
     check_seconds,
     combine_options,
     decode_value,
@@ -130,6 +141,13 @@ def _check_str(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise ConfigurationError(f"{name} must be a string, got {type(value).__name__}")
     return value
+
+
+def _expected(op: StoreOp) -> str:
+    """The value a compare operation expects, or ``""``."""
+    if isinstance(op, (CompareAndSetOp, CompareAndDeleteOp)):
+        return op.expected or ""
+    return ""
 
 
 def _ttl_ms(ttl: float | None) -> int | None:
@@ -591,6 +609,83 @@ class RedisStore(ClosingStore):
 
         deleted = await self._call("compare-and-delete", f"key {key!r}", compare_and_delete)
         return bool(deleted)
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        """Run ``ops`` in order in one round trip: one ``MULTI``/``EXEC`` transaction.
+
+        The transaction runs atomically on the server; the compares are the same Lua scripts
+        as :meth:`compare_and_set` and :meth:`compare_and_delete`, sent with ``EVAL``. On a
+        cluster, and for a compare against a value holding U+FFFD (see
+        :meth:`compare_and_set`), the operations are sent one call at a time instead.
+
+        Returns:
+            One result per operation (see :class:`slimcache.SupportsBatch`).
+
+        Raises:
+            ConfigurationError: An operation is malformed (nothing is sent).
+            StoreError: Redis could not be reached or refused a command.
+        """
+        checked = check_ops(ops)
+        commands = [self._command(op) for op in checked]
+        if not checked:
+            return []
+        self.check_open("MULTI/EXEC")
+        if self._cluster or any(_REPLACEMENT in _expected(op) for op in checked):
+            return [await self._one(op) for op in checked]
+
+        async def transaction() -> list[Any]:
+            pipe = self._client.pipeline(transaction=True)
+            for command in commands:
+                pipe.execute_command(*command, **_RAW)
+            replies: list[Any] = await pipe.execute()
+            return replies
+
+        what = f"{len(checked)} operations on keys {_describe_keys([op.key for op in checked])}"
+        replies = await self._call("MULTI/EXEC", what, transaction)
+        return [self._result(op, reply) for op, reply in zip(checked, replies, strict=True)]
+
+    def _command(self, op: StoreOp) -> tuple[bytes | str | int, ...]:
+        """The Redis command carrying out ``op`` (already checked by ``check_ops``)."""
+        name = self._key(op.key)
+        if isinstance(op, GetOp):
+            return ("GET", name)
+        if isinstance(op, DeleteOp):
+            return ("DEL", name)
+        if isinstance(op, CompareAndDeleteOp):
+            return ("EVAL", _COMPARE_AND_DELETE, 1, name, op.expected.encode(_ENCODING, _ERRORS))
+        data = op.value.encode(_ENCODING, _ERRORS)
+        px = _ttl_ms(op.ttl)
+        if isinstance(op, CompareAndSetOp):
+            expiry = b"" if px is None else str(px).encode()
+            if op.expected is None:
+                return ("EVAL", _COMPARE_AND_SET, 1, name, b"0", b"", data, expiry)
+            wanted = op.expected.encode(_ENCODING, _ERRORS)
+            return ("EVAL", _COMPARE_AND_SET, 1, name, b"1", wanted, data, expiry)
+        expires = () if px is None else ("PX", px)
+        condition = ("NX",) if isinstance(op, SetIfAbsentOp) else ()
+        return ("SET", name, data, *condition, *expires)
+
+    def _result(self, op: StoreOp, reply: Any) -> Any:
+        if isinstance(op, GetOp):
+            return self._decode(reply, op.key)
+        if isinstance(op, (SetOp, DeleteOp)):
+            return None
+        if isinstance(op, SetIfAbsentOp):
+            return reply is not None
+        return bool(reply)
+
+    async def _one(self, op: StoreOp) -> Any:
+        if isinstance(op, GetOp):
+            return await self.get(op.key)
+        if isinstance(op, SetOp):
+            return await self.set(op.key, op.value, ttl=op.ttl)
+        if isinstance(op, SetIfAbsentOp):
+            return await self.set_if_absent(op.key, op.value, ttl=op.ttl)
+        if isinstance(op, CompareAndSetOp):
+            return await self.compare_and_set(op.key, op.expected, op.value, ttl=op.ttl)
+        if isinstance(op, CompareAndDeleteOp):
+            return await self.compare_and_delete(op.key, op.expected)
+        return await self.delete(op.key)
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error.

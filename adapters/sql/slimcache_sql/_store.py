@@ -42,10 +42,22 @@ from sqlalchemy.schema import CreateTable
 from sqlalchemy.sql.expression import Executable
 from sqlalchemy.util import greenlet_spawn
 
-from slimcache import ConfigurationError, MissingExtraError, StoreError
+from slimcache import (
+    CompareAndDeleteOp,
+    CompareAndSetOp,
+    ConfigurationError,
+    DeleteOp,
+    GetOp,
+    MissingExtraError,
+    SetIfAbsentOp,
+    SetOp,
+    StoreError,
+    StoreOp,
+)
 from slimcache.adapters import (
     DEFAULT_STORE_TIMEOUT,
     ClosingStore,
+    check_ops,
     check_seconds,
     combine_options,
     positive_int,
@@ -612,13 +624,7 @@ class SQLStore(ClosingStore):
             ConfigurationError: ``ttl`` is not ``None`` or a positive number.
             StoreError: The database failed or did not answer in time.
         """
-        ttl = validate_ttl(ttl)
-        parameters = {
-            "key": key,
-            "value": value,
-            "expires_at": None if ttl is None else time.time() + ttl,
-        }
-        await self._run("set", _rowcount(self._statements.set, parameters), write=True, key=key)
+        await self._run("set", self._work(SetOp(key, value, ttl)), write=True, key=key)
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
         """Store ``value`` only if ``key`` holds nothing or only an expired entry.
@@ -639,19 +645,9 @@ class SQLStore(ClosingStore):
             ConfigurationError: ``ttl`` is not ``None`` or a positive number.
             StoreError: The database failed or did not answer in time.
         """
-        return await self._set_if_absent("set_if_absent", key, value, ttl)
-
-    async def _set_if_absent(self, operation: str, key: str, value: str, ttl: float | None) -> bool:
-        ttl = validate_ttl(ttl)
-        now = time.time()
-        parameters = {
-            "key": key,
-            "value": value,
-            "expires_at": None if ttl is None else now + ttl,
-            "now": now,
-        }
-        work = _rowcount(self._statements.set_if_absent, parameters)
-        return await self._run(operation, work, write=True, key=key) == 1
+        work = self._work(SetIfAbsentOp(key, value, ttl))
+        written: bool = await self._run("set_if_absent", work, write=True, key=key)
+        return written
 
     async def compare_and_set(
         self, key: str, expected: str | None, value: str, *, ttl: float | None = None
@@ -675,19 +671,9 @@ class SQLStore(ClosingStore):
             ConfigurationError: ``ttl`` is not ``None`` or a positive number.
             StoreError: The database failed or did not answer in time.
         """
-        if expected is None:
-            return await self._set_if_absent("compare_and_set", key, value, ttl)
-        ttl = validate_ttl(ttl)
-        now = time.time()
-        parameters = {
-            "match_key": key,
-            "expected": expected,
-            "now": now,
-            "new_value": value,
-            "new_expires_at": None if ttl is None else now + ttl,
-        }
-        work = _rowcount(self._statements.compare_and_set, parameters)
-        return await self._run("compare_and_set", work, write=True, key=key) == 1
+        work = self._work(CompareAndSetOp(key, expected, value, ttl))
+        written: bool = await self._run("compare_and_set", work, write=True, key=key)
+        return written
 
     async def compare_and_delete(self, key: str, expected: str) -> bool:
         """Remove ``key`` only if it holds ``expected`` (and has not expired), atomically.
@@ -698,9 +684,9 @@ class SQLStore(ClosingStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        parameters = {"key": key, "expected": expected, "now": time.time()}
-        work = _rowcount(self._statements.compare_and_delete, parameters)
-        return await self._run("compare_and_delete", work, write=True, key=key) == 1
+        work = self._work(CompareAndDeleteOp(key, expected))
+        deleted: bool = await self._run("compare_and_delete", work, write=True, key=key)
+        return deleted
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; deleting a missing key is not an error.
@@ -708,8 +694,65 @@ class SQLStore(ClosingStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        work = _rowcount(self._statements.delete, {"key": key})
-        await self._run("delete", work, write=True, key=key)
+        await self._run("delete", self._work(DeleteOp(key)), write=True, key=key)
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        """Run ``ops`` in order in one transaction: all of them take effect, or none.
+
+        Returns:
+            One result per operation (see :class:`slimcache.SupportsBatch`).
+
+        Raises:
+            ConfigurationError: An operation is malformed (nothing runs).
+            StoreError: The database failed or did not answer in time (nothing is written).
+        """
+        checked = check_ops(ops)
+        if not checked:
+            return []
+        now = time.time()
+        works = [self._work(op, now) for op in checked]
+
+        def run(conn: Connection) -> list[Any]:
+            return [work(conn) for work in works]
+
+        def about() -> str:
+            return f"{len(checked)} operations, the first on {_describe_key(checked[0].key)}"
+
+        write = not all(isinstance(op, GetOp) for op in checked)
+        return await self._run("batch", run, write=write, about=about)
+
+    def _work(self, op: StoreOp, now: float | None = None) -> Callable[[Connection], Any]:
+        """The statement carrying out ``op``, as work on a connection returning its result.
+
+        A conditional write changes one row exactly when its condition holds, so its result is
+        whether one row changed.
+        """
+        now = time.time() if now is None else now
+        statements = self._statements
+        if isinstance(op, GetOp):
+            return _scalar(statements.get, {"key": op.key, "now": now})
+        if isinstance(op, DeleteOp):
+            return _no_result(_rowcount(statements.delete, {"key": op.key}))
+        if isinstance(op, CompareAndDeleteOp):
+            parameters = {"key": op.key, "expected": op.expected, "now": now}
+            return _one_row(_rowcount(statements.compare_and_delete, parameters))
+        ttl = validate_ttl(op.ttl)
+        expires_at = None if ttl is None else now + ttl
+        if isinstance(op, SetOp):
+            parameters = {"key": op.key, "value": op.value, "expires_at": expires_at}
+            return _no_result(_rowcount(statements.set, parameters))
+        if isinstance(op, SetIfAbsentOp) or op.expected is None:
+            # The same statement serves compare-and-set expecting nothing live.
+            parameters = {"key": op.key, "value": op.value, "expires_at": expires_at, "now": now}
+            return _one_row(_rowcount(statements.set_if_absent, parameters))
+        parameters = {
+            "match_key": op.key,
+            "expected": op.expected,
+            "now": now,
+            "new_value": op.value,
+            "new_expires_at": expires_at,
+        }
+        return _one_row(_rowcount(statements.compare_and_set, parameters))
 
     async def purge_expired(self) -> int:
         """Delete every expired row.
@@ -751,6 +794,24 @@ def _scalar(statement: Executable, parameters: dict[str, Any]) -> Callable[[Conn
 
     def execute(conn: Connection) -> Any:
         return conn.execute(statement, parameters).scalar_one_or_none()
+
+    return execute
+
+
+def _no_result(work: Callable[[Connection], int]) -> Callable[[Connection], None]:
+    """Return ``work`` with its result dropped."""
+
+    def execute(conn: Connection) -> None:
+        work(conn)
+
+    return execute
+
+
+def _one_row(work: Callable[[Connection], int]) -> Callable[[Connection], bool]:
+    """Return ``work`` answering whether it changed exactly one row."""
+
+    def execute(conn: Connection) -> bool:
+        return work(conn) == 1
 
     return execute
 
