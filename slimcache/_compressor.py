@@ -159,8 +159,8 @@ class SummarizeCompressor:
             long a crashed worker's lease can make others wait.
         single_writer: Set when only one worker ever compresses a given thread at a time (one
             process, or requests pinned to a worker per thread): no lease is taken and nothing
-            is read twice, so a compression costs three store round trips (read the index,
-            write the range, write the index).
+            is read twice, so a compression costs two store round trips on stores that run
+            batches (read the index; write the range and the index), three on others.
         store_timeout: Seconds one store call may take before it fails with
             :class:`StoreError` (``None``: no bound beyond the store's own).
         fingerprint: What identifies a covered message. ``"content"`` (default): what a
