@@ -17,11 +17,9 @@ from slimcache._exceptions import StoreError
 from slimcache._keys import ThreadKeys
 from slimcache._results import Stats
 from slimcache._store import (
-    CompareAndDeleteOp,
     CompareAndSetOp,
     DeleteOp,
     GetOp,
-    SetIfAbsentOp,
     SetOp,
     Store,
     StoreOp,
@@ -30,7 +28,7 @@ from slimcache._store import (
     SupportsGetMany,
     SupportsSetIfAbsent,
 )
-from slimcache.adapters import run_bounded
+from slimcache.adapters import run_bounded, run_op
 
 __all__ = ["INDEX_ATTEMPTS", "StoreIO", "StoreTimeout", "ThreadCache", "in_background"]
 
@@ -174,7 +172,7 @@ class StoreIO:
         """
         store = self.store
         if not isinstance(store, SupportsBatch):
-            return [await self._one(op) for op in ops]
+            return [await run_op(self, op) for op in ops]
         self.stats.store_batches += 1
         results: Any = await self._call(f"batch of {len(ops)} operations", store.batch(ops))
         if not isinstance(results, list) or len(results) != len(ops):
@@ -183,19 +181,6 @@ class StoreIO:
             (result if isinstance(result, str) else None) if isinstance(op, GetOp) else result
             for op, result in zip(ops, results, strict=True)
         ]
-
-    async def _one(self, op: StoreOp) -> Any:
-        if isinstance(op, GetOp):
-            return await self.get(op.key)
-        if isinstance(op, SetOp):
-            return await self.set(op.key, op.value, ttl=op.ttl)
-        if isinstance(op, SetIfAbsentOp):
-            return await self.set_if_absent(op.key, op.value, ttl=op.ttl)
-        if isinstance(op, CompareAndSetOp):
-            return await self.compare_and_set(op.key, op.expected, op.value, ttl=op.ttl)
-        if isinstance(op, CompareAndDeleteOp):
-            return await self.compare_and_delete(op.key, op.expected)
-        return await self.delete(op.key)
 
 
 class ThreadCache:

@@ -40,7 +40,17 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from slimcache._exceptions import ConfigurationError, StoreError
-from slimcache._store import check_ops, positive_int, validate_ttl
+from slimcache._store import (
+    CompareAndDeleteOp,
+    CompareAndSetOp,
+    GetOp,
+    SetIfAbsentOp,
+    SetOp,
+    StoreOp,
+    check_ops,
+    positive_int,
+    validate_ttl,
+)
 
 __all__ = [
     "DEFAULT_STORE_TIMEOUT",
@@ -51,6 +61,7 @@ __all__ = [
     "decode_value",
     "positive_int",
     "run_bounded",
+    "run_op",
     "translate_errors",
     "validate_ttl",
 ]
@@ -261,3 +272,25 @@ class ClosingStore:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+async def run_op(store: Any, op: StoreOp) -> Any:
+    """Carry out one batch operation with ``store``'s own methods, as a call of its own.
+
+    For a store that runs some batches one call at a time (see
+    :class:`slimcache.SupportsBatch`): ``store`` needs the methods the operation names.
+
+    Returns:
+        The operation's result, as ``batch`` gives it.
+    """
+    if isinstance(op, GetOp):
+        return await store.get(op.key)
+    if isinstance(op, SetOp):
+        return await store.set(op.key, op.value, ttl=op.ttl)
+    if isinstance(op, SetIfAbsentOp):
+        return await store.set_if_absent(op.key, op.value, ttl=op.ttl)
+    if isinstance(op, CompareAndSetOp):
+        return await store.compare_and_set(op.key, op.expected, op.value, ttl=op.ttl)
+    if isinstance(op, CompareAndDeleteOp):
+        return await store.compare_and_delete(op.key, op.expected)
+    return await store.delete(op.key)

@@ -41,6 +41,7 @@ from slimcache.adapters import (
     decode_value,
     positive_int,
     run_bounded,
+    run_op,
     translate_errors,
     validate_ttl,
 )
@@ -631,7 +632,7 @@ class RedisStore(ClosingStore):
             return []
         self.check_open("MULTI/EXEC")
         if self._cluster or any(_REPLACEMENT in _expected(op) for op in checked):
-            return [await self._one(op) for op in checked]
+            return [await run_op(self, op) for op in checked]
 
         async def transaction() -> list[Any]:
             pipe = self._client.pipeline(transaction=True)
@@ -673,19 +674,6 @@ class RedisStore(ClosingStore):
         if isinstance(op, SetIfAbsentOp):
             return reply is not None
         return bool(reply)
-
-    async def _one(self, op: StoreOp) -> Any:
-        if isinstance(op, GetOp):
-            return await self.get(op.key)
-        if isinstance(op, SetOp):
-            return await self.set(op.key, op.value, ttl=op.ttl)
-        if isinstance(op, SetIfAbsentOp):
-            return await self.set_if_absent(op.key, op.value, ttl=op.ttl)
-        if isinstance(op, CompareAndSetOp):
-            return await self.compare_and_set(op.key, op.expected, op.value, ttl=op.ttl)
-        if isinstance(op, CompareAndDeleteOp):
-            return await self.compare_and_delete(op.key, op.expected)
-        return await self.delete(op.key)
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is not an error.
