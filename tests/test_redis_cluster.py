@@ -33,9 +33,14 @@ from slimcache_redis import RedisStore
 from slimcache_redis._cluster import cluster_key, defeats_hash_tags
 
 from slimcache import (
+    CompareAndDeleteOp,
+    CompareAndSetOp,
     ConfigurationError,
+    GetOp,
     KeepMessages,
     MessageThreshold,
+    SetIfAbsentOp,
+    SetOp,
     StoreError,
     SummarizeCompressor,
     ThreadKeys,
@@ -433,6 +438,49 @@ async def test_get_many_reads_one_slot_with_one_mget(
     before = mget_calls(redis_cluster)
     assert await store.get_many(wanted) == ["i", None, "s", None]
     assert mget_calls(redis_cluster) - before == 1
+
+
+def command_calls(cluster: RedisClusterServers, command: str) -> int:
+    """Calls of ``command`` the cluster has run so far, over all nodes."""
+    total = 0
+    for node in cluster.nodes:
+        with node.admin() as admin:
+            stats = admin.info("commandstats")
+            total += int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+    return total
+
+
+@pytest.mark.servers
+async def test_a_threads_batch_is_one_transaction_and_a_spread_one_one_call_each(
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+) -> None:
+    store = await redis_cluster_store_factory()
+    keys = ThreadKeys("batched")
+    await store.set(keys.index, "v1")
+    before = command_calls(redis_cluster, "exec")
+    results = await store.batch(
+        [
+            SetIfAbsentOp(keys.lease, "token"),
+            GetOp(keys.index),
+            SetOp(keys.summary(1, 9), "summary"),
+            CompareAndSetOp(keys.index, "v1", "v2"),
+            CompareAndDeleteOp(keys.lease, "token"),
+        ]
+    )
+    assert results == [True, "v1", None, True, True]
+    assert command_calls(redis_cluster, "exec") - before == 1
+    assert await store.get_many([keys.index, keys.lease]) == ["v2", None]
+
+    spread = keys_on_every_node(redis_cluster, store.prefix, 1)
+    before = command_calls(redis_cluster, "exec")
+    assert await store.batch([SetOp(key, key) for key in spread]) == [None] * len(spread)
+    assert await store.batch([GetOp(key) for key in spread]) == spread
+    assert command_calls(redis_cluster, "exec") - before == 0
+
+    compressor = SummarizeCompressor(RecordingSummarizer(), store)
+    result = await compressor.compress_detailed(chat(30), thread_id="on-the-cluster")
+    assert result.outcome == "summarized"
+    assert compressor.stats.store_round_trips == 3
 
 
 @pytest.mark.servers

@@ -616,8 +616,9 @@ class RedisStore(ClosingStore):
 
         The transaction runs atomically on the server; the compares are the same Lua scripts
         as :meth:`compare_and_set` and :meth:`compare_and_delete`, sent with ``EVAL``. On a
-        cluster, and for a compare against a value holding U+FFFD (see
-        :meth:`compare_and_set`), the operations are sent one call at a time instead.
+        cluster the keys must share a hash slot (one thread's keys do); otherwise, and for a
+        compare against a value holding U+FFFD (see :meth:`compare_and_set`), the operations
+        are sent one call at a time instead.
 
         Returns:
             One result per operation (see :class:`slimcache.SupportsBatch`).
@@ -631,7 +632,9 @@ class RedisStore(ClosingStore):
         if not checked:
             return []
         self.check_open("MULTI/EXEC")
-        if self._cluster or any(_REPLACEMENT in _expected(op) for op in checked):
+        if not self._one_transaction(commands) or any(
+            _REPLACEMENT in _expected(op) for op in checked
+        ):
             return [await run_op(self, op) for op in checked]
 
         async def transaction() -> list[Any]:
@@ -644,6 +647,17 @@ class RedisStore(ClosingStore):
         what = f"{len(checked)} operations on keys {_describe_keys([op.key for op in checked])}"
         replies = await self._call("MULTI/EXEC", what, transaction)
         return [self._result(op, reply) for op, reply in zip(checked, replies, strict=True)]
+
+    def _one_transaction(self, commands: list[tuple[bytes | str | int, ...]]) -> bool:
+        """Whether the commands can run as one transaction: on a cluster, their keys must
+        share a hash slot, as one thread's keys do."""
+        client = self._client
+        if not isinstance(client, redis.asyncio.RedisCluster):
+            return True
+        return (
+            len({client.keyslot(command[3 if command[0] == "EVAL" else 1]) for command in commands})
+            == 1
+        )
 
     def _command(self, op: StoreOp) -> tuple[bytes | str | int, ...]:
         """The Redis command carrying out ``op`` (already checked by ``check_ops``)."""
