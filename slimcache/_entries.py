@@ -6,6 +6,7 @@ is treated as a cache miss (and logged), never served and never a crash.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -149,13 +150,19 @@ class ThreadIndex:
 
     @classmethod
     def parse(cls, raw: object, *, thread: str) -> ThreadIndex | None:
-        """Parse a stored index; anything unusable is ``None``, logged at WARNING."""
+        """Parse a stored index; anything unusable is ``None``, logged at WARNING.
+
+        Every request of a thread reads the same index until the next compression, so the
+        last few hundred distinct usable values parsed are remembered (the result is
+        immutable and depends on nothing else).
+        """
         if raw is None:
             return None
-        index = cls._from_json(raw, thread)
-        if index is None:
+        try:
+            return _parse_usable(raw, thread) if isinstance(raw, str) else _usable(raw, thread)
+        except _Unusable:
             logger.warning("ignoring unusable index entry for thread %s", thread)
-        return index
+            return None
 
     @classmethod
     def _from_json(cls, raw: object, thread: str) -> ThreadIndex | None:
@@ -182,3 +189,18 @@ class ThreadIndex:
         if head is None:
             return None
         return cls(thread=thread, ranges=tuple(ranges), head=head)
+
+
+class _Unusable(Exception):
+    """A stored index that cannot be used (never cached: an exception is not)."""
+
+
+def _usable(raw: object, thread: str) -> ThreadIndex:
+    index = ThreadIndex._from_json(raw, thread)
+    if index is None:
+        raise _Unusable
+    return index
+
+
+# Bounded: an index is a few kilobytes, so this holds a few megabytes at the most.
+_parse_usable = functools.lru_cache(maxsize=512)(_usable)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import struct
 from typing import Any
 
@@ -240,3 +241,22 @@ def test_index_round_trip_and_rejections() -> None:
     assert ThreadIndex.parse(json.dumps({**data, "ranges": [[1, "x", "f"]]}), thread="t") is None
     assert ThreadIndex.parse(json.dumps({**data, "head": {"v": 1}}), thread="t") is None
     assert ThreadIndex.parse(json.dumps({**data, "v": 0}), thread="t") is None
+
+
+def test_an_index_read_again_is_not_parsed_again_and_unusable_ones_are_always_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from slimcache import RangeRef
+
+    index = ThreadIndex("memo", (RangeRef(1, 9, "f" * 32),), entry(thread="memo"))
+    first = index.to_json()
+    again = "".join(list(first))  # equal text, another string object (as each read gives)
+    assert again is not first
+    parsed = ThreadIndex.parse(first, thread="memo")
+    assert parsed == index
+    assert ThreadIndex.parse(again, thread="memo") is parsed
+    assert ThreadIndex.parse(first, thread="other") is None  # the thread is part of the key
+    with caplog.at_level(logging.WARNING, logger="slimcache"):
+        for _ in range(2):
+            assert ThreadIndex.parse("{not json", thread="memo") is None
+    assert caplog.text.count("unusable index entry for thread memo") == 2
