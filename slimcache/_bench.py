@@ -48,6 +48,8 @@ from slimcache._policy import KeepMessages, MessageThreshold
 from slimcache._results import Stats
 from slimcache._store import (
     Store,
+    StoreOp,
+    SupportsBatch,
     SupportsCompareAndSet,
     SupportsGetMany,
     SupportsSetIfAbsent,
@@ -255,8 +257,8 @@ class TimedStore:
     """A thin proxy recording how long each store round trip takes.
 
     Build it with :func:`timed_store`, which keeps the optional abilities (``set_if_absent``,
-    ``get_many``, ``compare_and_set`` with ``compare_and_delete``) visible only when the
-    wrapped store has them, so the compressor behaves on the proxy as on the store itself.
+    ``get_many``, ``compare_and_set`` with ``compare_and_delete``, ``batch``) visible only when
+    the wrapped store has them, so the compressor behaves on the proxy as on the store itself.
     """
 
     def __init__(self, inner: Store) -> None:
@@ -321,10 +323,19 @@ class _TimedCompareAndSet(TimedStore):
         return deleted
 
 
+class _TimedBatch(TimedStore):
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        inner = self.inner
+        assert isinstance(inner, SupportsBatch)
+        results: list[Any] = await self._timed(inner.batch(ops))
+        return results
+
+
 _ABILITIES: tuple[tuple[type, type[TimedStore]], ...] = (
     (SupportsSetIfAbsent, _TimedSetIfAbsent),
     (SupportsGetMany, _TimedGetMany),
     (SupportsCompareAndSet, _TimedCompareAndSet),
+    (SupportsBatch, _TimedBatch),
 )
 
 
