@@ -443,6 +443,7 @@ class ModeResult:
         store_reads: Store read round trips.
         store_writes: Store write round trips.
         store_deletes: Store delete round trips.
+        store_batches: Round trips that carried several operations (stores with ``batch``).
         latency_median_ms: Median store round trip, or ``None`` when not measured.
         latency_p99_ms: 99th percentile store round trip, or ``None`` when not measured.
         hit_median_ms: Median time of the ``compress`` calls answered from the cache, or
@@ -469,6 +470,7 @@ class ModeResult:
     store_reads: int = 0
     store_writes: int = 0
     store_deletes: int = 0
+    store_batches: int = 0
     latency_median_ms: float | None = None
     latency_p99_ms: float | None = None
     hit_median_ms: float | None = None
@@ -480,7 +482,7 @@ class ModeResult:
     @property
     def store_round_trips(self) -> int:
         """All store calls made."""
-        return self.store_reads + self.store_writes + self.store_deletes
+        return self.store_reads + self.store_writes + self.store_deletes + self.store_batches
 
     def cost(self, price_per_mtok: float) -> float:
         """Dollars the summarizer input tokens cost at ``price_per_mtok``."""
@@ -499,6 +501,7 @@ class ModeResult:
         self.store_reads += stats.store_reads
         self.store_writes += stats.store_writes
         self.store_deletes += stats.store_deletes
+        self.store_batches += stats.store_batches
 
 
 def _ratio(value: int, base: int) -> float | None:
