@@ -591,13 +591,19 @@ class SummarizeCompressor:
         """Write the range, then the index (the commit point); undo the range if that fails.
 
         One batch carries the range, the index, the stale ranges' deletes and the lease's
-        release: one round trip on stores that run batches. If another worker wrote the index
-        in between, the index is merged with theirs and written again.
+        release: one round trip on stores that run batches (elsewhere one call each, the
+        deletes last). If another worker wrote the index in between, the index is merged with
+        theirs and written again.
 
         Returns whether the summary is cached (``False`` only under ``on_store_error="bypass"``).
         """
         update = self._next_index(cache, history, plan.view.index, entry, plan.gone)
-        written, ops = cache.commit_ops(entry, plan.index_raw, update.index, update.delete)
+        # Stale ranges go in the batch only where it is one round trip; elsewhere they are
+        # deleted after the index is written, and a failed delete only leaves garbage.
+        batched = self._io.batches
+        written, ops = cache.commit_ops(
+            entry, plan.index_raw, update.index, update.delete if batched else ()
+        )
         release = lease.release_op() if lease is not None else None
         try:
             try:
@@ -606,6 +612,8 @@ class SummarizeCompressor:
                     lease.released()
                 if results[1] is False:  # another worker wrote the index in between
                     await self._write_index(cache, history, plan, entry, stale=True)
+                elif not batched:
+                    await cache.delete_ranges(update.delete)
             except StoreTimeout:
                 # The store is not answering: undo once it is back, without holding the caller.
                 in_background(cache.undo_range(entry, written, previous_raw))

@@ -412,6 +412,32 @@ async def test_a_commit_batch_whose_reply_is_lost_is_undone_and_the_lease_not_ke
     assert follow_up.summary_range == (1, 20)
 
 
+class DeletesFail(CountingStore):
+    """A plain store (no batch) that cannot delete."""
+
+    async def delete(self, key: str) -> None:
+        self.deletes += 1
+        raise ConnectionError("delete refused")
+
+
+async def test_without_batch_a_failed_delete_of_a_stale_range_only_leaves_garbage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = DeletesFail()
+    compressor = make(RecordingSummarizer(), store, checkpoints=1, single_writer=True)
+    history = chat(60)
+    with caplog.at_level(logging.WARNING, logger="slimcache"):
+        for length in (30, 42, 54):
+            result = await compressor.compress_detailed(history[:length], thread_id="t")
+            assert result.outcome in ("summarized", "extended")
+            assert result.cached
+    assert store.deletes >= 1
+    assert "could not delete stale range" in caplog.text
+    index = ThreadIndex.parse(store.data["thread_t:index"], thread="t")
+    assert index is not None
+    assert len(index.ranges) == 1
+
+
 async def test_store_failure_policy_bypass_compresses_without_cache() -> None:
     store = FailingStore(fail_reads=True)
     summarizer = RecordingSummarizer()
