@@ -782,19 +782,21 @@ class SummarizeCompressor:
         messages = [dict(m) for m in checked.messages[: checked.pinned]]
         messages.append(self._summary_message(summary, start, end))
         messages.extend(dict(m) for m in checked.messages[end + 1 :])
-        event = CompressEvent(
-            thread_id=work.thread_id,
-            outcome=outcome,
-            start=start,
-            end=end,
-            new_messages=work.new_messages,
-            summarizer_calls=work.calls,
-            input_tokens=work.input_tokens,
-            summary_tokens=self._count(summary),
-            elapsed=time.perf_counter() - work.started,
-            reason=work.reason,
-        )
-        await self._emit("on_cache_hit" if outcome == "hit" else "on_compress", event)
+        hook = "on_cache_hit" if outcome == "hit" else "on_compress"
+        if self._hooks[hook] is not None:  # the event is built only for a hook that takes it
+            event = CompressEvent(
+                thread_id=work.thread_id,
+                outcome=outcome,
+                start=start,
+                end=end,
+                new_messages=work.new_messages,
+                summarizer_calls=work.calls,
+                input_tokens=work.input_tokens,
+                summary_tokens=self._count(summary),
+                elapsed=time.perf_counter() - work.started,
+                reason=work.reason,
+            )
+            await self._emit(hook, event)
         return CompressionResult(
             messages=messages,
             outcome=outcome,
