@@ -28,10 +28,12 @@ of one raw read, per message of history.
 Usage::
 
     uv run python benchmarks/hit_latency.py [--ops N] [--rounds R]
-        [--stores memory,redis,sqlite,postgres,s3] [--fingerprint content|id] [--no-profile]
+        [--stores memory,redis,sqlite,postgres,s3] [--fingerprint content|id] [--pad N]
+        [--no-profile]
 
 ``--fingerprint id`` gives every message a string ``id`` and builds the compressors with
-``fingerprint="id"``, so a hit hashes the ids instead of the messages' text.
+``fingerprint="id"``, so a hit hashes the ids instead of the messages' text. ``--pad N`` adds
+``N`` characters of text to every message (the default turns are about 80 characters long).
 
 Prints medians in microseconds, the targets the project tracks next to the measured figures,
 and a cProfile top 10 (by own time) of the 200-message hit on the memory store, whose own
@@ -83,16 +85,19 @@ Fingerprint = Literal["content", "id"]
 # -- the threads --------------------------------------------------------------------------------
 
 
-def plain_history(count: int, *, with_ids: bool = False) -> list[dict[str, Any]]:
+def plain_history(count: int, *, with_ids: bool = False, pad: int = 0) -> list[dict[str, Any]]:
     """A system prompt, then alternating user/assistant messages of plain text; ends on a user.
 
-    With ``with_ids``, every message has a string ``id``.
+    With ``with_ids``, every message has a string ``id``; ``pad`` characters of text are added
+    to every turn.
     """
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful agent."}]
+    filler = ("More details follow here. " * (pad // 26 + 1))[:pad]
     for i in range(count - 1):
         role = "user" if i % 2 == 0 else "assistant"
         words = " ".join(f"word{j}" for j in range(4 + i % 11))
-        messages.append({"role": role, "content": f"Message {i}: {words}. Anything else?"})
+        text = f"Message {i}: {words}. Anything else?"
+        messages.append({"role": role, "content": f"{text} {filler}" if pad else text})
     if with_ids:
         for i, message in enumerate(messages):
             message["id"] = f"msg_{i:06d}"
@@ -148,9 +153,9 @@ class Thread:
         return self.entries[self.index_key]
 
 
-async def build_thread(count: int, fingerprint: Fingerprint = "content") -> Thread:
+async def build_thread(count: int, fingerprint: Fingerprint = "content", pad: int = 0) -> Thread:
     """Replay ``count`` messages request by request, as a chat server would, on a dict."""
-    history = plain_history(count, with_ids=fingerprint == "id")
+    history = plain_history(count, with_ids=fingerprint == "id", pad=pad)
     thread_id = f"hit-latency-{count}"
     store = DictStore()
     building = compressor(store, fingerprint)
@@ -428,14 +433,17 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="content",
         help="the compressors' fingerprint setting (id: every message has an id)",
     )
+    parser.add_argument(
+        "--pad", type=int, default=0, help="characters of text added to every message (default 0)"
+    )
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile table")
     args = parser.parse_args(argv)
     chosen = [s.strip() for s in args.stores.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(STORES))
     if unknown:
         parser.error(f"unknown store(s) {', '.join(unknown)}; choose from {', '.join(STORES)}")
-    if args.ops < 1 or args.rounds < 1:
-        parser.error("--ops and --rounds must be positive")
+    if args.ops < 1 or args.rounds < 1 or args.pad < 0:
+        parser.error("--ops and --rounds must be positive, --pad not negative")
     if args.rounds > args.ops:
         parser.error("--rounds must not exceed --ops")
     args.stores = chosen
@@ -444,7 +452,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None]:
     print("building the threads ...", file=sys.stderr, flush=True)
-    threads = [await build_thread(count, args.fingerprint) for count in SIZES]
+    threads = [await build_thread(count, args.fingerprint, args.pad) for count in SIZES]
     rows: list[Row] = []
     with running_servers(set(args.stores)) as servers:
         for name in args.stores:
@@ -462,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"cache hit of compress() vs one raw GET of the index's size: {per_size} of each per "
         f"store and size, {args.rounds} interleaved rounds, fingerprint={args.fingerprint}, "
+        f"pad={args.pad}, "
         f"Python {sys.version.split()[0]}"
     )
     print(render(rows))
