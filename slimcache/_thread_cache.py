@@ -1,8 +1,9 @@
 """Every store call the compressor makes: bounded in time, counted, and turned into ``StoreError``.
 
-:class:`StoreIO` wraps one store call at a time; :class:`ThreadCache` is one thread's cache as
-the compressor uses it: read the index, read ranges, commit a range then the index, undo, and
-repair.
+:class:`StoreIO` wraps one store call at a time, a batch of operations included (one round trip
+where the store can, else one call each); :class:`ThreadCache` is one thread's cache as the
+compressor uses it: read the index, read ranges, the writes of a commit (the range, then the
+index), undo, and repair.
 """
 
 from __future__ import annotations

@@ -363,13 +363,13 @@ def server_slot(cluster: RedisClusterServers, name: bytes) -> int:
         return int(admin.execute_command("CLUSTER KEYSLOT", name))
 
 
-def mget_calls(cluster: RedisClusterServers) -> int:
-    """``MGET`` commands the cluster has run so far, over all nodes."""
+def command_calls(cluster: RedisClusterServers, command: str) -> int:
+    """Calls of ``command`` the cluster has run so far, over all nodes."""
     total = 0
     for node in cluster.nodes:
         with node.admin() as admin:
             stats = admin.info("commandstats")
-            total += int(stats.get("cmdstat_mget", {}).get("calls", 0))
+            total += int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
     return total
 
 
@@ -435,19 +435,9 @@ async def test_get_many_reads_one_slot_with_one_mget(
     wanted = [keys.index, keys.summary(0, 3), keys.summary(4, 9), keys.lease]
     await store.set(keys.index, "i")
     await store.set(keys.summary(4, 9), "s")
-    before = mget_calls(redis_cluster)
+    before = command_calls(redis_cluster, "mget")
     assert await store.get_many(wanted) == ["i", None, "s", None]
-    assert mget_calls(redis_cluster) - before == 1
-
-
-def command_calls(cluster: RedisClusterServers, command: str) -> int:
-    """Calls of ``command`` the cluster has run so far, over all nodes."""
-    total = 0
-    for node in cluster.nodes:
-        with node.admin() as admin:
-            stats = admin.info("commandstats")
-            total += int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
-    return total
+    assert command_calls(redis_cluster, "mget") - before == 1
 
 
 @pytest.mark.servers
@@ -495,9 +485,9 @@ async def test_get_many_across_slots_and_nodes(
     wanted = [*spread, "missing", *threads, spread[0]]
     slots = {key_slot(stored(key, store.prefix)) for key in wanted}
     assert len(slots) >= 6
-    before = mget_calls(redis_cluster)
+    before = command_calls(redis_cluster, "mget")
     got = await store.get_many(wanted)
-    assert mget_calls(redis_cluster) - before == len(slots)
+    assert command_calls(redis_cluster, "mget") - before == len(slots)
     expected = [None if key == "missing" else f"value of {key}" for key in wanted]
     assert got == expected
     for key in spread + threads:
