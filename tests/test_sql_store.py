@@ -18,8 +18,18 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import QueuePool
 
-from slimcache import ConfigurationError, StoreError, open_store
+from slimcache import (
+    CompareAndDeleteOp,
+    ConfigurationError,
+    GetOp,
+    KeepMessages,
+    MessageThreshold,
+    StoreError,
+    SummarizeCompressor,
+    open_store,
+)
 from slimcache.adapters import DEFAULT_STORE_TIMEOUT
+from tests.fakes import RecordingSummarizer, chat
 from tests.servers.postgres_server import PostgresServer
 from tests.servers.sqlite_files import sqlite_url
 
@@ -339,6 +349,65 @@ async def test_every_operation_runs_a_statement_from_the_compiled_cache(
     misses = [verb for verb, hit in executed[first:] if not hit]
     assert not misses, f"statements compiled again: {misses}"
     assert len(executed) == 3 * first
+
+
+# -- bytes another program stored ------------------------------------------------------------
+
+
+async def test_blobs_another_program_stored_read_as_text_and_can_be_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite keeps a BLOB in a TEXT column: it reads as text and compares as what it reads."""
+    path = tmp_path / "foreign.db"
+    store = SQLStore.from_url(sqlite_url(path), table="cache")
+    await store.setup()
+    foreign = {"garbage": b"\xff\xfe not utf-8", "utf8": b"valid text", "gone": b"\x80"}
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        for key, raw in foreign.items():
+            conn.execute(text("INSERT INTO cache VALUES (:k, :v, NULL)"), {"k": key, "v": raw})
+    with caplog.at_level("WARNING", logger="slimcache"):
+        garbage = await store.get("garbage")
+    assert garbage == "\ufffd\ufffd not utf-8"
+    assert "not UTF-8" in caplog.text
+    assert await store.get_many(["utf8", "garbage"]) == ["valid text", garbage]
+    assert await store.batch([GetOp("utf8")]) == ["valid text"]
+    # What get returned is what the key holds: compares against it succeed, others do not.
+    assert await store.compare_and_set("garbage", "something else", "lost") is False
+    assert await store.compare_and_set("garbage", garbage, "replaced") is True
+    assert await store.compare_and_set("utf8", "valid text", "replaced too") is True
+    assert await store.batch([CompareAndDeleteOp("gone", "\ufffd")]) == [True]
+    assert await store.get_many(["garbage", "utf8", "gone"]) == ["replaced", "replaced too", None]
+    engine.dispose()
+    await store.aclose()
+
+
+async def test_a_compressor_replaces_a_foreign_blob_under_its_index(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "foreign-index.db"
+    store = SQLStore.from_url(sqlite_url(path), table="cache")
+    await store.setup()
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO cache VALUES ('thread_t:index', :v, NULL)"), {"v": b"\xff junk"}
+        )
+    summarizer = RecordingSummarizer()
+    compressor = SummarizeCompressor(
+        summarizer, store, trigger=MessageThreshold(20), keep=KeepMessages(10)
+    )
+    with caplog.at_level("WARNING", logger="slimcache"):
+        first = await compressor.compress_detailed(chat(30), thread_id="t")
+        second = await compressor.compress_detailed(chat(30), thread_id="t")
+    assert (first.outcome, first.cached, second.outcome) == ("summarized", True, "hit")
+    assert len(summarizer.calls) == 1
+    assert "index kept changing" not in caplog.text
+    with engine.connect() as conn:
+        kind = conn.execute(text("SELECT typeof(value) FROM cache WHERE key = 'thread_t:index'"))
+        assert kind.scalar_one() == "text"
+    engine.dispose()
+    await store.aclose()
 
 
 # -- expiry --------------------------------------------------------------------------------------

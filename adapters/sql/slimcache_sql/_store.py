@@ -16,7 +16,7 @@ import time
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 from sqlalchemy import (
     BindParameter,
@@ -60,6 +60,7 @@ from slimcache.adapters import (
     check_ops,
     check_seconds,
     combine_options,
+    decode_value,
     positive_int,
     run_bounded,
     translate_errors,
@@ -575,10 +576,8 @@ class SQLStore(ClosingStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        parameters = {"key": key, "now": time.time()}
-        return await self._run(
-            "get", _scalar(self._statements.get, parameters), write=False, key=key
-        )
+        value: str | None = await self._run("get", self._work(GetOp(key)), write=False, key=key)
+        return value
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return the values of ``keys`` in the same order, ``None`` for absent or expired keys.
@@ -598,12 +597,12 @@ class SQLStore(ClosingStore):
         now = time.time()
         query = self._statements.get_many
 
-        def read(conn: Connection) -> dict[str, str]:
-            found: dict[str, str] = {}
+        def read(conn: Connection) -> dict[str, str | None]:
+            found: dict[str, str | None] = {}
             for start in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[start : start + _IN_CHUNK]
                 for row_key, row_value in conn.execute(query, {"keys": chunk, "now": now}):
-                    found[row_key] = row_value
+                    found[row_key] = self._text(row_value, row_key)
             return found
 
         def about() -> str:
@@ -730,12 +729,14 @@ class SQLStore(ClosingStore):
         now = time.time() if now is None else now
         statements = self._statements
         if isinstance(op, GetOp):
-            return _scalar(statements.get, {"key": op.key, "now": now})
+            read = _scalar(statements.get, {"key": op.key, "now": now})
+            key = op.key
+            return lambda conn: self._text(read(conn), key)
         if isinstance(op, DeleteOp):
             return _no_result(_rowcount(statements.delete, {"key": op.key}))
         if isinstance(op, CompareAndDeleteOp):
             parameters = {"key": op.key, "expected": op.expected, "now": now}
-            return _one_row(_rowcount(statements.compare_and_delete, parameters))
+            return self._compare(statements.compare_and_delete, parameters, op.key)
         ttl = validate_ttl(op.ttl)
         expires_at = None if ttl is None else now + ttl
         if isinstance(op, SetOp):
@@ -752,7 +753,42 @@ class SQLStore(ClosingStore):
             "new_value": op.value,
             "new_expires_at": expires_at,
         }
-        return _one_row(_rowcount(statements.compare_and_set, parameters))
+        return self._compare(statements.compare_and_set, parameters, op.key)
+
+    def _text(self, raw: Any, key: str) -> str | None:
+        """A stored value as text. SQLite keeps whatever another program stored, BLOBs too:
+        their bytes are decoded as :meth:`get` shows them (foreign bytes read as a miss)."""
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            return decode_value(
+                bytes(raw), where=f"key {_describe_key(key)} in table {self._table.name!r}"
+            )
+        return cast("str | None", raw)
+
+    def _compare(
+        self, statement: Executable, parameters: dict[str, Any], key: str
+    ) -> Callable[[Connection], bool]:
+        """Work running a conditional write on ``parameters["expected"]``.
+
+        On SQLite a value another program stored as a BLOB never equals text, so when the
+        write does not happen and the key holds a BLOB that reads as the expected text, the
+        write is tried again against those very bytes, in the same transaction: a value
+        :meth:`get` returned can always be replaced.
+        """
+        attempt = _rowcount(statement, parameters)
+        if self._dialect != "sqlite":
+            return _one_row(attempt)
+        read = _scalar(self._statements.get, {"key": key, "now": parameters["now"]})
+
+        def execute(conn: Connection) -> bool:
+            if attempt(conn) == 1:
+                return True
+            raw = read(conn)
+            if not isinstance(raw, bytes) or self._text(raw, key) != parameters["expected"]:
+                return False
+            changed: int = conn.execute(statement, {**parameters, "expected": raw}).rowcount
+            return changed == 1
+
+        return execute
 
     async def purge_expired(self) -> int:
         """Delete every expired row.
