@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 from slimcache_sql import DEFAULT_TABLE, SQLStore
-from sqlalchemy import create_engine, event, func, insert, inspect, select, text
+from sqlalchemy import Engine, create_engine, event, func, insert, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import QueuePool
@@ -354,18 +354,23 @@ async def test_every_operation_runs_a_statement_from_the_compiled_cache(
 # -- bytes another program stored ------------------------------------------------------------
 
 
+async def with_foreign_rows(path: Path, rows: dict[str, bytes]) -> tuple[SQLStore, Engine]:
+    """A store on a new SQLite file, and a second engine that put ``rows`` in as BLOBs."""
+    store = SQLStore.from_url(sqlite_url(path), table="cache")
+    await store.setup()
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        for key, raw in rows.items():
+            conn.execute(text("INSERT INTO cache VALUES (:k, :v, NULL)"), {"k": key, "v": raw})
+    return store, engine
+
+
 async def test_blobs_another_program_stored_read_as_text_and_can_be_replaced(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """SQLite keeps a BLOB in a TEXT column: it reads as text and compares as what it reads."""
-    path = tmp_path / "foreign.db"
-    store = SQLStore.from_url(sqlite_url(path), table="cache")
-    await store.setup()
     foreign = {"garbage": b"\xff\xfe not utf-8", "utf8": b"valid text", "gone": b"\x80"}
-    engine = create_engine(f"sqlite:///{path}")
-    with engine.begin() as conn:
-        for key, raw in foreign.items():
-            conn.execute(text("INSERT INTO cache VALUES (:k, :v, NULL)"), {"k": key, "v": raw})
+    store, engine = await with_foreign_rows(tmp_path / "foreign.db", foreign)
     with caplog.at_level("WARNING", logger="slimcache"):
         garbage = await store.get("garbage")
     assert garbage == "\ufffd\ufffd not utf-8"
@@ -385,14 +390,8 @@ async def test_blobs_another_program_stored_read_as_text_and_can_be_replaced(
 async def test_a_compressor_replaces_a_foreign_blob_under_its_index(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "foreign-index.db"
-    store = SQLStore.from_url(sqlite_url(path), table="cache")
-    await store.setup()
-    engine = create_engine(f"sqlite:///{path}")
-    with engine.begin() as conn:
-        conn.execute(
-            text("INSERT INTO cache VALUES ('thread_t:index', :v, NULL)"), {"v": b"\xff junk"}
-        )
+    foreign = {"thread_t:index": b"\xff junk"}
+    store, engine = await with_foreign_rows(tmp_path / "foreign-index.db", foreign)
     summarizer = RecordingSummarizer()
     compressor = SummarizeCompressor(
         summarizer, store, trigger=MessageThreshold(20), keep=KeepMessages(10)
