@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any, Literal, Union
 
 from slimcache._compressor import DEFAULT_SUMMARY_TEMPLATE
+from slimcache._config import check_seconds_or_none
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
 from slimcache._keys import ThreadKeys, fingerprint_chain, normalize_namespace
@@ -117,12 +118,7 @@ class CachedSummarizer:
         )
         if not callable(summarize):
             raise ConfigurationError("cached_summarizer wraps a callable (messages) -> str")
-        if store_timeout is not None and (
-            isinstance(store_timeout, bool)
-            or not isinstance(store_timeout, (int, float))
-            or not store_timeout > 0
-        ):
-            raise ConfigurationError("store_timeout must be a positive number of seconds")
+        store_timeout = check_seconds_or_none("store_timeout", store_timeout)
         self.__wrapped__ = summarize
         functools.update_wrapper(self, summarize)
         self._store: Store = store if store is not None else MemoryStore()
@@ -132,7 +128,7 @@ class CachedSummarizer:
         self._summarizer_id = summarizer_id or summarizer_name(summarize)
         self._extend_name = "extend" if extend is None else f"custom:{summarizer_name(extend)}"
         self._checkpoints = checkpoints
-        self._timeout = summarizer_timeout
+        self._timeout = check_seconds_or_none("summarizer_timeout", summarizer_timeout)
         self._on_store_error = on_store_error
         self._stats = Stats()
         self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
@@ -469,12 +465,7 @@ def _check_settings(
     if summarizer_id is not None and (not isinstance(summarizer_id, str) or not summarizer_id):
         raise ConfigurationError("summarizer_id must be a non-empty string")
     positive_int("checkpoints", checkpoints)
-    if summarizer_timeout is not None and (
-        isinstance(summarizer_timeout, bool)
-        or not isinstance(summarizer_timeout, (int, float))
-        or not summarizer_timeout > 0
-    ):
-        raise ConfigurationError("summarizer_timeout must be a positive number of seconds")
+    check_seconds_or_none("summarizer_timeout", summarizer_timeout)
     if on_store_error not in ("raise", "bypass"):
         raise ConfigurationError("on_store_error must be 'raise' or 'bypass'")
 

@@ -481,7 +481,10 @@ def test_used_without_parentheses_it_says_so() -> None:
         {"summarizer_id": ""},
         {"checkpoints": 0},
         {"summarizer_timeout": -2},
+        {"summarizer_timeout": float("inf")},
+        {"summarizer_timeout": "5"},
         {"store_timeout": 0},
+        {"store_timeout": float("nan")},
         {"on_store_error": "ignore"},
     ],
 )
