@@ -22,7 +22,14 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from slimcache_redis import RedisStore
 
-from slimcache import ConfigurationError, StoreError, open_store
+from slimcache import (
+    CompareAndSetOp,
+    ConfigurationError,
+    GetOp,
+    SetOp,
+    StoreError,
+    open_store,
+)
 from slimcache.adapters import DEFAULT_STORE_TIMEOUT
 from tests.servers.redis_server import RedisServer, RedisStoreFactory
 
@@ -502,6 +509,13 @@ async def test_bytes_that_are_not_utf8_read_as_text_with_a_warning(
         await raw.set(f"{store.prefix}binary", b"\xc3")
         assert await store.compare_and_delete("binary", "\ufffd") is True
         assert await raw.exists(f"{store.prefix}binary") == 0
+        # In a batch too, as a compressor's commit compares its index against what it read.
+        await raw.set(f"{store.prefix}binary", b"\xff index")
+        assert await store.batch([GetOp("binary")]) == ["\ufffd index"]
+        assert await store.batch(
+            [SetOp("range", "r"), CompareAndSetOp("binary", "\ufffd index", "new index")]
+        ) == [None, True]
+        assert await raw.get(f"{store.prefix}binary") == b"new index"
     finally:
         await store.aclose()
         await client.aclose()

@@ -303,6 +303,9 @@ class RedisStore(ClosingStore):
         self._prefix = _check_prefix(prefix, cluster=self._cluster)
         self._owns_client = bool(owns_client)
         self._timeout = seconds
+        # A transaction's replies are decoded by the client whatever a command asks for, so a
+        # client built with decode_responses=True runs batches one call at a time (see batch).
+        self._raw_transactions = not client.get_encoder().decode_responses
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
         self._compare_and_set = client.register_script(_COMPARE_AND_SET)
         self._compare_and_delete = client.register_script(_COMPARE_AND_DELETE)
@@ -616,9 +619,11 @@ class RedisStore(ClosingStore):
 
         The transaction runs atomically on the server; the compares are the same Lua scripts
         as :meth:`compare_and_set` and :meth:`compare_and_delete`, sent with ``EVAL``. On a
-        cluster the keys must share a hash slot (one thread's keys do); otherwise, and for a
-        compare against a value holding U+FFFD (see :meth:`compare_and_set`), the operations
-        are sent one call at a time instead.
+        cluster the keys must share a hash slot (one thread's keys do). Otherwise, for a
+        compare against a value holding U+FFFD (see :meth:`compare_and_set`), and with a
+        client built with ``decode_responses=True`` (it would decode the transaction's replies
+        itself, failing on bytes that are not UTF-8), the operations are sent one call at a
+        time instead.
 
         Returns:
             One result per operation (see :class:`slimcache.SupportsBatch`).
@@ -632,8 +637,10 @@ class RedisStore(ClosingStore):
         if not checked:
             return []
         self.check_open("MULTI/EXEC")
-        if not self._one_transaction(commands) or any(
-            _REPLACEMENT in _expected(op) for op in checked
+        if (
+            not self._raw_transactions
+            or not self._one_transaction(commands)
+            or any(_REPLACEMENT in _expected(op) for op in checked)
         ):
             return [await run_op(self, op) for op in checked]
 
