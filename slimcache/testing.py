@@ -43,10 +43,10 @@ The test methods carry the ``asyncio`` mark, so they run under pytest-asyncio in
 ``strict`` and ``auto`` modes (in ``strict`` mode declare the fixture with
 ``pytest_asyncio.fixture`` as above). Cases about an optional ability
 (:class:`~slimcache.SupportsSetIfAbsent`, :class:`~slimcache.SupportsGetMany`,
-:class:`~slimcache.SupportsCompareAndSet`, :class:`~slimcache.SupportsClose`) are skipped when
-the store does not have it. A subclass can tune the class attributes (``short_ttl``,
-``expiry_wait``, ``race_tasks``, ``large_value_size``),
-for instance to give a store with a coarse expiry sweep more time.
+:class:`~slimcache.SupportsCompareAndSet`, :class:`~slimcache.SupportsBatch`,
+:class:`~slimcache.SupportsClose`) are skipped when the store does not have it. A subclass can
+tune the class attributes (``short_ttl``, ``expiry_wait``, ``race_tasks``,
+``large_value_size``), for instance to give a store with a coarse expiry sweep more time.
 
 Without pytest's runner, :func:`run_conformance` runs the same cases in the current event loop
 and returns one :class:`CaseResult` per case.
