@@ -222,12 +222,6 @@ class ThreadCache:
         )
         return index_raw, range_raw
 
-    async def write_range(self, entry: SummaryEntry) -> str:
-        """Write a range entry; return what was written (for :meth:`undo_range`)."""
-        value = entry.to_json()
-        await self.io.set(self.keys.summary(entry.start, entry.end), value)
-        return value
-
     async def undo_range(self, entry: SummaryEntry, written: str, previous: str | None) -> None:
         """Put a range back as it was, unless another worker has overwritten it since."""
         key = self.keys.summary(entry.start, entry.end)
