@@ -128,7 +128,7 @@ class CachedSummarizer:
         self._summarizer_id = summarizer_id or summarizer_name(summarize)
         self._extend_name = "extend" if extend is None else f"custom:{summarizer_name(extend)}"
         self._checkpoints = checkpoints
-        self._timeout = check_seconds_or_none("summarizer_timeout", summarizer_timeout)
+        self._timeout = summarizer_timeout  # checked by _check_settings
         self._on_store_error = on_store_error
         self._stats = Stats()
         self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
