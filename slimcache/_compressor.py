@@ -20,6 +20,7 @@ from slimcache._config import (
     check_callables,
     check_seconds_or_none,
     check_summary_format,
+    fingerprints_by_id,
     resolve_policies,
 )
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
@@ -234,8 +235,7 @@ class SummarizeCompressor:
             raise ConfigurationError("lock_wait must be a number of seconds >= 0")
         if reuse_entries not in ("matching", "any"):
             raise ConfigurationError("reuse_entries must be 'matching' or 'any'")
-        if fingerprint not in ("content", "id"):
-            raise ConfigurationError(f"fingerprint must be 'content' or 'id', got {fingerprint!r}")
+        by_id = fingerprints_by_id(fingerprint)
         lease_seconds = check_seconds_or_none("lease_ttl", lease_ttl)
         if lease_seconds is None:
             raise ConfigurationError("lease_ttl must be a number of seconds, got None")
@@ -269,7 +269,7 @@ class SummarizeCompressor:
         self._lock_wait = float(lock_wait)
         self._lease_ttl = lease_seconds
         self._single_writer = bool(single_writer)
-        self._by_id = fingerprint == "id"
+        self._by_id = by_id
         self._stats = Stats()
         self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
         identity = Identity(self._summarizer_id, self._prompts.digest, resolved_strategy.name)

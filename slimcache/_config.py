@@ -18,6 +18,7 @@ __all__ = [
     "check_callables",
     "check_seconds_or_none",
     "check_summary_format",
+    "fingerprints_by_id",
     "resolve_policies",
 ]
 
@@ -87,6 +88,17 @@ def check_seconds_or_none(name: str, value: object) -> float | None:
     if isinstance(value, str):
         raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
     return check_seconds(name, value, allow_none=True)
+
+
+def fingerprints_by_id(fingerprint: object) -> bool:
+    """Check a ``fingerprint`` setting; return whether messages are fingerprinted by id.
+
+    Raises:
+        ConfigurationError: It is neither ``"content"`` nor ``"id"``.
+    """
+    if fingerprint not in ("content", "id"):
+        raise ConfigurationError(f"fingerprint must be 'content' or 'id', got {fingerprint!r}")
+    return fingerprint == "id"
 
 
 def check_callables(callables: Mapping[str, object]) -> None:

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from slimcache._config import fingerprints_by_id
 from slimcache._entries import SummaryEntry, ThreadIndex
-from slimcache._exceptions import ConfigurationError
 from slimcache._keys import ThreadKeys
 from slimcache._memory import ConversationWindowMemory
 from slimcache._messages import Message, check_messages
@@ -104,12 +104,9 @@ async def thread_ranges(
         InvalidInput: The thread id or a message is malformed.
         StoreError: The store failed.
     """
-    if fingerprint not in ("content", "id"):
-        raise ConfigurationError(f"fingerprint must be 'content' or 'id', got {fingerprint!r}")
+    by_id = fingerprints_by_id(fingerprint)
     keys = ThreadKeys(thread_id, namespace)
-    history = None
-    if messages is not None:
-        history = History(check_messages(messages), by_id=fingerprint == "id")
+    history = History(check_messages(messages), by_id=by_id) if messages is not None else None
     index = ThreadIndex.parse(await store.get(keys.index), thread=keys.encoded)
     if index is None:
         return []
