@@ -151,6 +151,15 @@ def _expected(op: StoreOp) -> str:
     return ""
 
 
+def _compare_and_set_args(wanted: bytes | None, data: bytes, px: int | None) -> list[bytes]:
+    """ARGV of the compare-and-set script: whether a value is expected, it, the new value and
+    its TTL in milliseconds (empty for none)."""
+    expiry = b"" if px is None else str(px).encode()
+    if wanted is None:
+        return [b"0", b"", data, expiry]
+    return [b"1", wanted, data, expiry]
+
+
 def _ttl_ms(ttl: float | None) -> int | None:
     seconds = validate_ttl(ttl)
     if seconds is None:
@@ -577,16 +586,14 @@ class RedisStore(ClosingStore):
         name = self._key(key)
         data = _check_str("value", value).encode(_ENCODING, _ERRORS)
         px = _ttl_ms(ttl)
-        expiry = b"" if px is None else str(px).encode()
         if expected is not None:
             _check_str("expected", expected)
         self.check_open("compare-and-set")
 
         async def compare_and_set() -> Any:
-            if expected is None:
-                return await self._compare_and_set(keys=[name], args=[b"0", b"", data, expiry])
-            wanted = await self._stored_form(name, key, expected)
-            return await self._compare_and_set(keys=[name], args=[b"1", wanted, data, expiry])
+            wanted = None if expected is None else await self._stored_form(name, key, expected)
+            args = _compare_and_set_args(wanted, data, px)
+            return await self._compare_and_set(keys=[name], args=args)
 
         written = await self._call("compare-and-set", f"key {key!r}", compare_and_set)
         return bool(written)
@@ -639,7 +646,7 @@ class RedisStore(ClosingStore):
         self.check_open("MULTI/EXEC")
         if (
             not self._raw_transactions
-            or not self._one_transaction(commands)
+            or not self._one_slot(checked)
             or any(_REPLACEMENT in _expected(op) for op in checked)
         ):
             return [await run_op(self, op) for op in checked]
@@ -655,16 +662,13 @@ class RedisStore(ClosingStore):
         replies = await self._call("MULTI/EXEC", what, transaction)
         return [self._result(op, reply) for op, reply in zip(checked, replies, strict=True)]
 
-    def _one_transaction(self, commands: list[tuple[bytes | str | int, ...]]) -> bool:
-        """Whether the commands can run as one transaction: on a cluster, their keys must
+    def _one_slot(self, ops: Sequence[StoreOp]) -> bool:
+        """Whether the operations can run as one transaction: on a cluster, their keys must
         share a hash slot, as one thread's keys do."""
         client = self._client
         if not isinstance(client, redis.asyncio.RedisCluster):
             return True
-        return (
-            len({client.keyslot(command[3 if command[0] == "EVAL" else 1]) for command in commands})
-            == 1
-        )
+        return len({client.keyslot(self._key(op.key)) for op in ops}) == 1
 
     def _command(self, op: StoreOp) -> tuple[bytes | str | int, ...]:
         """The Redis command carrying out ``op`` (already checked by ``check_ops``)."""
@@ -678,11 +682,8 @@ class RedisStore(ClosingStore):
         data = op.value.encode(_ENCODING, _ERRORS)
         px = _ttl_ms(op.ttl)
         if isinstance(op, CompareAndSetOp):
-            expiry = b"" if px is None else str(px).encode()
-            if op.expected is None:
-                return ("EVAL", _COMPARE_AND_SET, 1, name, b"0", b"", data, expiry)
-            wanted = op.expected.encode(_ENCODING, _ERRORS)
-            return ("EVAL", _COMPARE_AND_SET, 1, name, b"1", wanted, data, expiry)
+            wanted = None if op.expected is None else op.expected.encode(_ENCODING, _ERRORS)
+            return ("EVAL", _COMPARE_AND_SET, 1, name, *_compare_and_set_args(wanted, data, px))
         expires = () if px is None else ("PX", px)
         condition = ("NX",) if isinstance(op, SetIfAbsentOp) else ()
         return ("SET", name, data, *condition, *expires)
