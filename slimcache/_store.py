@@ -335,9 +335,8 @@ class MemoryStore:
 
     async def get(self, key: str) -> str | None:
         """Return the value under ``key``, or ``None``."""
-        with self._lock:
-            self._check_open()
-            return self._live(key, self._clock())
+        value: str | None = self._locked(GetOp(key))
+        return value
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return the values of ``keys`` in order."""
@@ -348,49 +347,28 @@ class MemoryStore:
 
     async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
         """Store ``value`` under ``key`` for ``ttl`` seconds (forever if ``None``)."""
-        ttl = validate_ttl(ttl)
-        with self._lock:
-            self._check_open()
-            self._put(key, value, ttl, self._clock())
+        self._locked(SetOp(key, value, validate_ttl(ttl)))
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None = None) -> bool:
         """Store ``value`` only if ``key`` is absent; return whether it was written."""
-        ttl = validate_ttl(ttl)
-        with self._lock:
-            self._check_open()
-            now = self._clock()
-            if self._live(key, now) is not None:
-                return False
-            self._put(key, value, ttl, now)
-            return True
+        written: bool = self._locked(SetIfAbsentOp(key, value, validate_ttl(ttl)))
+        return written
 
     async def compare_and_set(
         self, key: str, expected: str | None, value: str, *, ttl: float | None = None
     ) -> bool:
         """Store ``value`` only if ``key`` holds ``expected`` (``None``: is absent)."""
-        ttl = validate_ttl(ttl)
-        with self._lock:
-            self._check_open()
-            now = self._clock()
-            if self._live(key, now) != expected:
-                return False
-            self._put(key, value, ttl, now)
-            return True
+        written: bool = self._locked(CompareAndSetOp(key, expected, value, validate_ttl(ttl)))
+        return written
 
     async def compare_and_delete(self, key: str, expected: str) -> bool:
         """Remove ``key`` only if it holds ``expected``."""
-        with self._lock:
-            self._check_open()
-            if self._live(key, self._clock()) != expected:
-                return False
-            del self._data[key]
-            return True
+        deleted: bool = self._locked(CompareAndDeleteOp(key, expected))
+        return deleted
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` if present."""
-        with self._lock:
-            self._check_open()
-            self._data.pop(key, None)
+        self._locked(DeleteOp(key))
 
     async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
         """Run ``ops`` in order under one lock: atomically (see :class:`SupportsBatch`)."""
@@ -399,6 +377,13 @@ class MemoryStore:
             self._check_open()
             now = self._clock()
             return [self._apply(op, now) for op in checked]
+
+    def _locked(self, op: StoreOp) -> Any:
+        """Carry out one operation under the lock (every method but ``get_many`` and
+        ``batch`` is one)."""
+        with self._lock:
+            self._check_open()
+            return self._apply(op, self._clock())
 
     def _apply(self, op: StoreOp, now: float) -> Any:
         if isinstance(op, GetOp):
