@@ -43,22 +43,10 @@ from slimcache import (
     SummaryContext,
     ThreadKeys,
 )
+from tests.fakes import WithoutBatch
 
 STORES = ("memory", "redis", "sqlite", "postgres")
 MODES = ("batch", "one call each")
-
-
-class OneCallEach:
-    """The store's abilities without ``batch``: every operation is its own call."""
-
-    def __init__(self, store: Any) -> None:
-        self.get = store.get
-        self.get_many = store.get_many
-        self.set = store.set
-        self.set_if_absent = store.set_if_absent
-        self.compare_and_set = store.compare_and_set
-        self.compare_and_delete = store.compare_and_delete
-        self.delete = store.delete
 
 
 async def summarize(messages: Sequence[Message], context: SummaryContext) -> str:
@@ -99,7 +87,7 @@ async def bench_store(
     async with pair(name, servers) as contender:
         stores: dict[str, Any] = {
             "batch": contender.store,
-            "one call each": OneCallEach(contender.store),
+            "one call each": WithoutBatch(contender.store),
         }
         compressors = {
             mode: SummarizeCompressor(

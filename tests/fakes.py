@@ -72,6 +72,21 @@ class CountingStore:
         self.data.pop(key, None)
 
 
+class WithoutBatch:
+    """Another store's abilities but ``batch``: every operation is a call of its own (as on a
+    third-party store without the ability)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.get = inner.get
+        self.get_many = inner.get_many
+        self.set = inner.set
+        self.set_if_absent = inner.set_if_absent
+        self.compare_and_set = inner.compare_and_set
+        self.compare_and_delete = inner.compare_and_delete
+        self.delete = inner.delete
+
+
 class FailingStore(CountingStore):
     """A plain store whose reads or writes raise, to check the compressor's error policy."""
 

@@ -40,7 +40,7 @@ from slimcache import (
     wrap_messages,
 )
 from slimcache._store import SetOp, StoreOp
-from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, chat
+from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, WithoutBatch, chat
 
 THRESHOLD, KEEP = 20, 10
 
@@ -1057,20 +1057,6 @@ async def test_a_threads_footprint_is_bounded_by_checkpoints(strategy: str) -> N
     assert "thread_t:index" in keys
 
 
-class WithoutBatch:
-    """A memory store's abilities, one call at a time: no ``batch`` (as a third-party store)."""
-
-    def __init__(self) -> None:
-        self.inner = MemoryStore()
-        self.get = self.inner.get
-        self.get_many = self.inner.get_many
-        self.set = self.inner.set
-        self.set_if_absent = self.inner.set_if_absent
-        self.compare_and_set = self.inner.compare_and_set
-        self.compare_and_delete = self.inner.compare_and_delete
-        self.delete = self.inner.delete
-
-
 async def test_round_trips_per_operation() -> None:
     history = chat(30)
     store = CountingStore()
@@ -1095,7 +1081,7 @@ async def test_round_trips_per_operation() -> None:
     assert single_batched.stats.store_round_trips == 2  # read, then one batch of writes
 
     # The same abilities one call at a time: six round trips.
-    unbatched = WithoutBatch()
+    unbatched = WithoutBatch(MemoryStore())
     one_by_one = make(RecordingSummarizer(), unbatched)
     await one_by_one.compress(history, thread_id="t")
     stats = one_by_one.stats
