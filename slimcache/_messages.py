@@ -387,11 +387,7 @@ _NONE_ONLY = {type(None)}
 _ROLE_OF = itemgetter("role")
 _BULK_KEYS_WITH_EXTRAS = frozenset({"role", "content", "id", "metadata"})
 _ID_TYPES = frozenset({str, int, type(None)})  # bool is its own type: not an id
-
-
 _PLAIN_METADATA_TYPES = frozenset({dict, type(None)})
-
-
 _CONTENT_OF = itemgetter("content")
 _BULK_ROLES = ROLES - {"tool"}
 
