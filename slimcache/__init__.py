@@ -17,6 +17,7 @@ from slimcache._exceptions import (
     MissingExtraError,
     SlimcacheError,
     StoreError,
+    StoreTimeout,
     SummarizerError,
 )
 from slimcache._keys import ThreadKeys, encode_thread_id, fingerprint_chain
@@ -58,6 +59,7 @@ from slimcache._store import (
     Store,
     StoreOp,
     SupportsBatch,
+    SupportsCallTimeout,
     SupportsClose,
     SupportsCompareAndSet,
     SupportsGetMany,
@@ -141,6 +143,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreOp",
+    "StoreTimeout",
     "Strategy",
     "StrategyName",
     "SummarizeCompressor",
@@ -149,6 +152,7 @@ __all__ = [
     "SummaryContext",
     "SummaryEntry",
     "SupportsBatch",
+    "SupportsCallTimeout",
     "SupportsClose",
     "SupportsCompareAndSet",
     "SupportsGetMany",

@@ -24,7 +24,13 @@ from slimcache._config import (
     resolve_policies,
 )
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
+from slimcache._exceptions import (
+    ConfigurationError,
+    InvalidInput,
+    StoreError,
+    StoreTimeout,
+    SummarizerError,
+)
 from slimcache._keys import ThreadKeys, normalize_namespace
 from slimcache._lease import Lease
 from slimcache._messages import (
@@ -67,7 +73,6 @@ from slimcache._summarizer import (
 from slimcache._thread_cache import (
     INDEX_ATTEMPTS,
     StoreIO,
-    StoreTimeout,
     ThreadCache,
     in_background,
 )
@@ -163,7 +168,10 @@ class SummarizeCompressor:
             is read twice, so a compression costs two store round trips on stores that run
             batches (read the index; write the range and the index), three on others.
         store_timeout: Seconds one store call may take before it fails with
-            :class:`StoreError` (``None``: no bound beyond the store's own).
+            :class:`StoreTimeout` (``None``: no bound beyond the store's own). A store that
+            bounds its own calls at most this long (:class:`SupportsCallTimeout`: the Redis
+            and SQL stores with their default ``timeout``) is awaited directly, with no
+            second timer.
         fingerprint: What identifies a covered message. ``"content"`` (default): what a
             summary is made of (role, content, name, tool calls), so any edit is seen.
             ``"id"``: a message's ``id`` alone, when it has one, so a hit hashes ids rather than

@@ -7,6 +7,7 @@ Every exception derives from :class:`SlimcacheError`, so one ``except`` clause c
     │   └── MissingExtraError (also an ImportError) the adapter for a URL is not installed
     ├── InvalidInput          (also a ValueError) a message, conversation or thread id is malformed
     ├── StoreError            the store failed; the driver's exception is chained as __cause__
+    │   └── StoreTimeout      a store call did not answer within its time bound
     └── SummarizerError       the summarizer raised, timed out or returned nothing usable
 
 Errors about input are raised before anything is written to the store.
@@ -20,6 +21,7 @@ __all__ = [
     "MissingExtraError",
     "SlimcacheError",
     "StoreError",
+    "StoreTimeout",
     "SummarizerError",
 ]
 
@@ -54,6 +56,13 @@ class InvalidInput(SlimcacheError, ValueError):
 
 class StoreError(SlimcacheError):
     """The store failed to read, write or delete; the driver's exception is the ``__cause__``."""
+
+
+class StoreTimeout(StoreError):
+    """A store call did not answer within its time bound (a frozen or unreachable server).
+
+    Raised by the compressor's ``store_timeout`` and by the bundled stores' own ``timeout``.
+    """
 
 
 class SummarizerError(SlimcacheError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -23,10 +24,12 @@ __all__ = [
     "Store",
     "StoreOp",
     "SupportsBatch",
+    "SupportsCallTimeout",
     "SupportsClose",
     "SupportsCompareAndSet",
     "SupportsGetMany",
     "SupportsSetIfAbsent",
+    "call_bound",
     "check_ops",
     "positive_int",
     "validate_ttl",
@@ -233,6 +236,39 @@ def check_ops(ops: Sequence[StoreOp]) -> list[StoreOp]:
 
 
 @runtime_checkable
+class SupportsCallTimeout(Protocol):
+    """Optional ability: the store bounds every one of its calls itself.
+
+    Every call returns, or raises :class:`~slimcache.StoreTimeout`, within ``call_timeout``
+    seconds, whatever the server does (frozen, unreachable), including a call that makes
+    several round trips. A compressor whose ``store_timeout`` is at least that long then awaits
+    the store directly, instead of running each call as a task of its own under a timer of
+    its own. The Redis and SQL stores have it (their ``timeout``), as does
+    :class:`MemoryStore` itself, whose calls never wait.
+    """
+
+    @property
+    def call_timeout(self) -> float | None:
+        """Seconds within which every call returns or raises; ``None`` when not promised."""
+        ...
+
+
+def call_bound(store: object) -> float | None:
+    """The bound ``store`` promises on each of its calls (see :class:`SupportsCallTimeout`).
+
+    ``None`` when it promises none, or when what it gives is not a finite number of seconds:
+    a store is trusted with its own bound only when it states one plainly.
+    """
+    try:
+        seconds = getattr(store, "call_timeout", None)
+    except Exception:  # a broken property is no promise
+        return None
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        return None
+    return float(seconds) if 0 <= seconds < math.inf else None
+
+
+@runtime_checkable
 class SupportsClose(Protocol):
     """Optional ability: release connections."""
 
@@ -314,6 +350,15 @@ class MemoryStore:
                 f"unknown MemoryStore option(s) {', '.join(unknown)} (known: max_entries, clock)"
             )
         return cls(**options)
+
+    @property
+    def call_timeout(self) -> float | None:
+        """``0``: a call never waits (one lock, held for a dict operation, never across an await).
+
+        ``None`` for a subclass, which may override a call with one that waits: it is bounded
+        by the compressor as any store is (see :class:`SupportsCallTimeout`).
+        """
+        return 0.0 if type(self) is MemoryStore else None
 
     def _live(self, key: str, now: float) -> str | None:
         item = self._data.get(key)

@@ -14,7 +14,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from slimcache._entries import SummaryEntry, ThreadIndex
-from slimcache._exceptions import StoreError
+from slimcache._exceptions import StoreError, StoreTimeout
 from slimcache._keys import ThreadKeys
 from slimcache._results import Stats
 from slimcache._store import (
@@ -28,10 +28,11 @@ from slimcache._store import (
     SupportsCompareAndSet,
     SupportsGetMany,
     SupportsSetIfAbsent,
+    call_bound,
 )
 from slimcache.adapters import run_bounded, run_op
 
-__all__ = ["INDEX_ATTEMPTS", "StoreIO", "StoreTimeout", "ThreadCache", "in_background"]
+__all__ = ["INDEX_ATTEMPTS", "StoreIO", "ThreadCache", "bounds_itself", "in_background"]
 
 logger = logging.getLogger("slimcache")
 
@@ -51,12 +52,18 @@ def in_background(coro: Coroutine[Any, Any, None]) -> None:
     task.add_done_callback(_BACKGROUND.discard)
 
 
-class StoreTimeout(StoreError):
-    """A store call did not finish within the compressor's ``store_timeout``."""
+def bounds_itself(store: object, timeout: float | None) -> bool:
+    """Whether ``store``'s own bound on a call is enough: no longer than ``timeout``."""
+    own = call_bound(store)
+    return timeout is None or (own is not None and own <= timeout)
 
 
 class StoreIO:
     """Calls the store, each call bounded by ``timeout`` seconds and counted in ``stats``.
+
+    A store that bounds its own calls within ``timeout`` (:class:`SupportsCallTimeout`) is
+    awaited directly; any other call runs under :func:`run_bounded`, which returns at the
+    bound whatever the store does.
 
     Args:
         store: The store.
@@ -73,6 +80,7 @@ class StoreIO:
         self.timeout = timeout
         self.ttl = ttl
         self.timeouts = 0  # calls that ran out of time, so far
+        self._direct = bounds_itself(store, timeout)
 
     @property
     def atomic(self) -> bool:
@@ -91,13 +99,17 @@ class StoreIO:
 
     async def _call(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
         try:
-            if self.timeout is None:
+            if self._direct or self.timeout is None:
                 return await call
             return await run_bounded(call, self.timeout)
         except asyncio.TimeoutError as exc:
             self.stats.store_errors += 1
             self.timeouts += 1
             raise StoreTimeout(f"store {what} timed out after {self.timeout:g}s") from exc
+        except StoreTimeout:  # the store's own bound
+            self.stats.store_errors += 1
+            self.timeouts += 1
+            raise
         except StoreError:
             self.stats.store_errors += 1
             raise

@@ -17,11 +17,14 @@ a third-party adapter can do the same::
 The rules they share:
 
 - **Errors.** Every driver failure becomes :class:`~slimcache.StoreError` naming the operation
-  and the key, with the driver's exception chained as ``__cause__``; a bad argument is a
+  and the key, with the driver's exception chained as ``__cause__`` (a
+  :class:`~slimcache.StoreTimeout` when the server did not answer in time); a bad argument is a
   :class:`~slimcache.ConfigurationError` raised before anything is sent.
 - **Timeouts.** Every call is bounded: ``DEFAULT_STORE_TIMEOUT`` seconds unless configured,
   checked with :func:`check_seconds`, and enforced with :func:`run_bounded`, which returns at
-  the bound even when the cancelled driver call takes long to unwind.
+  the bound even when the cancelled driver call takes long to unwind. A store whose every call
+  is bounded so says with a ``call_timeout`` property (:class:`~slimcache.SupportsCallTimeout`),
+  and the compressor then sets no timer of its own.
 - **Options.** A ``from_url`` option may be given in the URL's query or as a keyword argument,
   never both: :func:`combine_options` raises instead of silently picking one.
 - **Values.** Bytes that are not UTF-8 (written by some other program) are decoded with
@@ -39,7 +42,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
 
-from slimcache._exceptions import ConfigurationError, StoreError
+from slimcache._exceptions import ConfigurationError, StoreError, StoreTimeout
 from slimcache._store import (
     CompareAndDeleteOp,
     CompareAndSetOp,
@@ -197,16 +200,28 @@ def combine_options(
     return merged
 
 
+# Timeouts whatever the driver: the builtin, and asyncio's (a class of its own before 3.11).
+_TIMEOUT_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, asyncio.TimeoutError)
+
+
 @contextmanager
 def translate_errors(
-    operation: str, what: str, errors: tuple[type[BaseException], ...]
+    operation: str,
+    what: str,
+    errors: tuple[type[BaseException], ...],
+    *,
+    timeouts: tuple[type[BaseException], ...] = (),
 ) -> Iterator[None]:
     """Turn the driver errors ``errors`` raised inside the block into :class:`StoreError`.
+
+    Those that mean the store did not answer in time become :class:`StoreTimeout`: the
+    builtin ``TimeoutError``, ``asyncio.TimeoutError`` and the classes in ``timeouts``.
 
     Args:
         operation: What was attempted, e.g. ``"Redis GET"``.
         what: What it was attempted on, e.g. ``"key 'a'"``.
         errors: The exception classes that mean the store failed.
+        timeouts: The driver's own timeout classes, e.g. redis-py's ``TimeoutError``.
     """
     try:
         yield
@@ -216,7 +231,8 @@ def translate_errors(
         text = str(exc).strip()
         detail = text.splitlines()[0] if text else ""
         detail = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-        raise StoreError(f"{operation} of {what} failed: {detail}") from exc
+        kind = StoreTimeout if isinstance(exc, (*_TIMEOUT_ERRORS, *timeouts)) else StoreError
+        raise kind(f"{operation} of {what} failed: {detail}") from exc
 
 
 def decode_value(raw: bytes, *, where: str) -> str:

@@ -33,6 +33,7 @@ from slimcache import (
     MessageThreshold,
     Store,
     StoreError,
+    StoreTimeout,
     SummarizeCompressor,
     SummaryContext,
 )
@@ -174,12 +175,12 @@ class Summarizer:
 
 
 def compressor(summarizer: Summarizer, store: Any, **options: Any) -> SummarizeCompressor:
+    options.setdefault("store_timeout", STORE_TIMEOUT)
     return SummarizeCompressor(
         summarizer,
         store,
         trigger=MessageThreshold(20),
         keep=KeepMessages(10),
-        store_timeout=STORE_TIMEOUT,
         lease_ttl=LEASE_TTL,
         summarizer_id=SUMMARIZER_ID,
         **options,
@@ -263,5 +264,53 @@ async def test_a_store_that_stops_answering_fails_fast_and_recovers_cleanly(
     assert took < LEASE_TTL / 2, f"the first request after the outage took {took:.1f}s"
     assert after.outcome in ("hit", "extended", "summarized")
     assert after.summary_range == expected.summary_range
+    assert after.summary == expected.summary
+    assert after.messages == expected.messages
+
+
+@pytest.mark.parametrize(
+    ("phase", "policy"), [("cold", "raise"), ("commit", "raise"), ("commit", "bypass")]
+)
+async def test_a_store_bounding_its_own_calls_fails_within_one_bound(
+    target: Target, phase: Phase, policy: Policy
+) -> None:
+    """The store's own ``timeout`` is the bound that acts (the compressor's is longer; the Redis
+    and SQL stores are then awaited with no timer of the compressor's). Its failure is a
+    ``StoreTimeout``, so the request waits on the frozen store neither to undo its write nor to
+    release its lease: it fails after one bound, not three."""
+    store: Store = await target.make(timeout=STORE_TIMEOUT)
+    outage = target.outage(store)
+    thread = f"own-bound-{phase}-{policy}"
+    history = chat(FULL)
+    cached = 0 if phase == "cold" else WARM
+    await store.get("warm-up")
+    if cached:
+        await compressor(Summarizer(), store).compress_detailed(history[:cached], thread_id=thread)
+    expected = await reference(history, cached)
+
+    summarizer = Summarizer(outage if phase == "commit" else None)
+    failing = compressor(
+        summarizer, store, on_store_error=policy, store_timeout=LEASE_TTL, lock_wait=1.0
+    )
+    started = time.monotonic()
+    try:
+        if phase == "cold":
+            outage.freeze()
+        if policy == "raise":
+            with pytest.raises(StoreTimeout):
+                await asyncio.wait_for(failing.compress_detailed(history, thread_id=thread), GUARD)
+        else:
+            result, _ = await timed(failing.compress_detailed(history, thread_id=thread))
+            assert result.cached is False
+            assert result.summary == expected.summary
+        elapsed = time.monotonic() - started
+    finally:
+        outage.thaw()
+    assert elapsed < 2 * STORE_TIMEOUT, f"the failing request took {elapsed:.1f}s"
+    assert failing.stats.store_errors >= 1
+
+    after, _ = await timed(
+        compressor(Summarizer(), store).compress_detailed(history, thread_id=thread)
+    )
     assert after.summary == expected.summary
     assert after.messages == expected.messages

@@ -1,7 +1,8 @@
-"""Every store call is bounded: a frozen server or a locked SQLite file gives StoreError in time.
+"""Every store call is bounded: a frozen server or a locked SQLite file gives StoreTimeout in time.
 
 Each real server is frozen with SIGSTOP (its connections stay open, nothing answers), each call
-must fail with ``StoreError`` within the store's ``timeout`` plus a margin for a busy machine,
+must fail with ``StoreTimeout`` (a ``StoreError``: whatever gave up first, the store's bound or
+the driver's own timeout) within the store's ``timeout`` plus a margin for a busy machine,
 and once the server is thawed the same store must work again, with no connection left stuck.
 A caller's own ``asyncio.wait_for`` must be able to give up on a call early, too.
 
@@ -14,16 +15,19 @@ import asyncio
 import contextlib
 import sqlite3
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+import redis.asyncio
 from slimcache_redis import RedisStore
 from slimcache_sql import SQLStore
 
-from slimcache import StoreError
+from slimcache import GetOp, SetOp, StoreError, StoreOp, StoreTimeout
 from slimcache.testing import StoreWithCompareAndSet
+from tests.servers.redis_server import RedisServer
 from tests.servers.sqlite_files import sqlite_url
 
 pytestmark = [pytest.mark.servers, pytest.mark.timeout(300)]
@@ -72,10 +76,10 @@ def calls_on(store: FaultStore) -> dict[str, Callable[[], Awaitable[object]]]:
     }
 
 
-async def seconds_to_store_error(call: Callable[[], Awaitable[object]]) -> float:
-    """Run ``call``, which must fail with ``StoreError``; return how long that took."""
+async def seconds_to_store_timeout(call: Callable[[], Awaitable[object]]) -> float:
+    """Run ``call``, which must fail with ``StoreTimeout``; return how long that took."""
     start = time.monotonic()
-    with pytest.raises(StoreError):
+    with pytest.raises(StoreTimeout):
         await asyncio.wait_for(call(), GUARD)
     return time.monotonic() - start
 
@@ -87,8 +91,8 @@ async def assert_every_call_fails_in_time(
     for name, call in calls_on(store).items():
         if only is not None and name not in only:
             continue
-        taken[name] = await seconds_to_store_error(call)
-    print(f"seconds to StoreError: {taken}")
+        taken[name] = await seconds_to_store_timeout(call)
+    print(f"seconds to StoreTimeout: {taken}")
     slow = {name: seconds for name, seconds in taken.items() if seconds > TIMEOUT + MARGIN}
     assert not slow, f"calls took longer than timeout={TIMEOUT} s + {MARGIN} s: {slow}"
     return taken
@@ -213,9 +217,62 @@ async def test_many_calls_at_once_on_a_frozen_server_all_fail_in_time(
             GUARD,
         )
         waited = time.monotonic() - start
-    assert all(isinstance(result, StoreError) for result in results), results
+    assert all(isinstance(result, StoreTimeout) for result in results), results
     assert waited <= TIMEOUT + MARGIN
     await assert_store_works(store, "after-crowd")
+
+
+class StallingRedisStore(RedisStore):
+    """Before each read or write, the server stops answering for ``STALL`` s, then answers: a
+    slow server, not a dead one; every call alone stays within the timeout."""
+
+    server: RedisServer
+
+    def _stall(self) -> None:
+        self.server.freeze()
+        asyncio.get_running_loop().call_later(STALL, self.server.thaw)
+
+    async def get(self, key: str) -> str | None:
+        self._stall()
+        return await super().get(key)
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        self._stall()
+        await super().set(key, value, ttl=ttl)
+
+
+STALL = 0.6
+
+
+async def test_a_batch_sent_one_call_at_a_time_is_bounded_as_one_call(
+    redis_server: RedisServer,
+) -> None:
+    # A client that decodes replies makes the store send a batch's operations one call at a
+    # time. The batch is still one call to its caller: bounded once, not once per operation.
+    client = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=True)
+    store = StallingRedisStore(client, prefix=f"one-by-one:{uuid.uuid4().hex}:", timeout=TIMEOUT)
+    store.server = redis_server
+    ops: list[StoreOp] = [
+        GetOp("k"),
+        SetOp("k", "during"),
+        GetOp("other"),
+        SetOp("other", "x"),
+        GetOp("k"),
+    ]
+    assert len(ops) * STALL > TIMEOUT + MARGIN
+    try:
+        try:
+            waited = await seconds_to_store_timeout(lambda: store.batch(ops))
+        finally:
+            redis_server.thaw()
+        print(f"seconds to StoreTimeout: {waited:.2f}")
+        assert waited <= TIMEOUT + MARGIN
+        await asyncio.sleep(STALL)  # the last stall's thaw
+        async with RedisStore(client, prefix=store.prefix) as plain:
+            await assert_store_works(plain, "after-batch")
+    finally:
+        await store.aclose()
+        await client.aclose()
 
 
 # -- a locked SQLite file --------------------------------------------------------------------

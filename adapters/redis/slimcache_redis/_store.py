@@ -20,6 +20,7 @@ from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from slimcache import (
     CompareAndDeleteOp,
@@ -29,8 +30,8 @@ from slimcache import (
     GetOp,
     SetIfAbsentOp,
     SetOp,
-    StoreError,
     StoreOp,
+    StoreTimeout,
 )
 from slimcache.adapters import (
     DEFAULT_STORE_TIMEOUT,
@@ -426,7 +427,13 @@ class RedisStore(ClosingStore):
 
     @property
     def timeout(self) -> float:
-        """Seconds each call may take before it fails with ``StoreError``."""
+        """Seconds each call may take before it fails with :class:`~slimcache.StoreTimeout`."""
+        return self._timeout
+
+    @property
+    def call_timeout(self) -> float:
+        """The same bound, stated for the compressor (:class:`~slimcache.SupportsCallTimeout`):
+        every call, however many round trips it makes, ends within ``timeout``."""
         return self._timeout
 
     def _key(self, key: str) -> bytes:
@@ -461,7 +468,9 @@ class RedisStore(ClosingStore):
 
     async def _call(self, operation: str, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
         """Run one redis-py call within the store's timeout, translating its failures."""
-        with translate_errors(f"Redis {operation}", what, _DRIVER_ERRORS):
+        with translate_errors(
+            f"Redis {operation}", what, _DRIVER_ERRORS, timeouts=(RedisTimeoutError,)
+        ):
             try:
                 if _TIMEOUT_SCOPE is not None:
                     # redis-py unwinds a cancelled call without waiting on the server (it drops
@@ -471,7 +480,7 @@ class RedisStore(ClosingStore):
                         return await self._when_ready(call)
                 return await run_bounded(self._when_ready(call), self._timeout)
             except asyncio.TimeoutError as exc:
-                raise StoreError(
+                raise StoreTimeout(
                     f"Redis {operation} of {what} failed: no answer within {self._timeout:g} s"
                 ) from exc
 
@@ -644,12 +653,18 @@ class RedisStore(ClosingStore):
         if not checked:
             return []
         self.check_open("MULTI/EXEC")
+        what = f"{len(checked)} operations on keys {_describe_keys([op.key for op in checked])}"
         if (
             not self._raw_transactions
             or not self._one_slot(checked)
             or any(_REPLACEMENT in _expected(op) for op in checked)
         ):
-            return [await run_op(self, op) for op in checked]
+
+            async def one_by_one() -> list[Any]:
+                return [await run_op(self, op) for op in checked]
+
+            # Still one call to its caller: the whole batch ends within the store's timeout.
+            return await self._call("batch", what, one_by_one)
 
         async def transaction() -> list[Any]:
             pipe = self._client.pipeline(transaction=True)
@@ -658,7 +673,6 @@ class RedisStore(ClosingStore):
             replies: list[Any] = await pipe.execute()
             return replies
 
-        what = f"{len(checked)} operations on keys {_describe_keys([op.key for op in checked])}"
         replies = await self._call("MULTI/EXEC", what, transaction)
         return [self._result(op, reply) for op, reply in zip(checked, replies, strict=True)]
 

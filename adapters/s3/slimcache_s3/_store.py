@@ -14,9 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    ReadTimeoutError,
+)
 
-from slimcache import ConfigurationError, StoreError
+from slimcache import ConfigurationError, StoreTimeout
 from slimcache.adapters import (
     DEFAULT_STORE_TIMEOUT,
     ClosingStore,
@@ -521,7 +526,7 @@ class S3Store(ClosingStore):
 
     @property
     def timeout(self) -> float:
-        """Seconds each call may take before it fails with ``StoreError``."""
+        """Seconds each call may take before it fails with :class:`~slimcache.StoreTimeout`."""
         return self._timeout
 
     async def aclose(self) -> None:
@@ -556,7 +561,12 @@ class S3Store(ClosingStore):
         """Run ``call`` on the store's threads within the store's timeout."""
         self.check_open(operation)
         where = f"key {_short(key)} (object {name!r} in bucket {self._bucket!r})"
-        with translate_errors(f"S3 {operation}", where, (BotoCoreError, ClientError)):
+        with translate_errors(
+            f"S3 {operation}",
+            where,
+            (BotoCoreError, ClientError),
+            timeouts=(ReadTimeoutError, ConnectTimeoutError),
+        ):
             try:
                 context = contextvars.copy_context()
                 work = asyncio.get_running_loop().run_in_executor(
@@ -565,7 +575,7 @@ class S3Store(ClosingStore):
                 # Cancelling the wait returns at once; the thread finishes on its own.
                 return await asyncio.wait_for(work, self._timeout)
             except asyncio.TimeoutError as exc:
-                raise StoreError(
+                raise StoreTimeout(
                     f"S3 {operation} of {where} failed: no answer within {self._timeout:g} s"
                 ) from exc
 

@@ -51,8 +51,8 @@ from slimcache import (
     MissingExtraError,
     SetIfAbsentOp,
     SetOp,
-    StoreError,
     StoreOp,
+    StoreTimeout,
 )
 from slimcache.adapters import (
     DEFAULT_STORE_TIMEOUT,
@@ -115,6 +115,20 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 
 
 _DRIVER_ERRORS: Final = _driver_errors()
+
+_SQLITE_BUSY: Final = 5  # SQLite's result code for "database is locked"
+
+
+def _lock_wait_ran_out(exc: BaseException) -> bool:
+    """Whether SQLite gave up waiting for a lock (``SQLITE_BUSY``: its busy timeout ran out)."""
+    error = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return bool(code & 0xFF == _SQLITE_BUSY)  # extended codes keep it in the low byte
+    return str(error).startswith("database is locked")
+
 
 # Sync engines that already carry the SQLite connect hook, so stores sharing one engine add it once.
 _PRAGMA_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -455,7 +469,13 @@ class SQLStore(ClosingStore):
 
     @property
     def timeout(self) -> float:
-        """Seconds each call may take before it fails with ``StoreError``."""
+        """Seconds each call may take before it fails with :class:`~slimcache.StoreTimeout`."""
+        return self._timeout
+
+    @property
+    def call_timeout(self) -> float:
+        """The same bound, stated for the compressor (:class:`~slimcache.SupportsCallTimeout`):
+        every call, however many round trips it makes, ends within ``timeout``."""
         return self._timeout
 
     def __repr__(self) -> str:
@@ -486,7 +506,7 @@ class SQLStore(ClosingStore):
         try:
             return await self._bounded(self._attempt(operation, work, write, key, about))
         except asyncio.TimeoutError as exc:
-            raise StoreError(
+            raise StoreTimeout(
                 f"SQLStore {operation} of {self._what(key, about)} failed: "
                 f"no answer within {self._timeout:g} s"
             ) from exc
@@ -505,8 +525,13 @@ class SQLStore(ClosingStore):
             if not self._ready:
                 await self._ensure_table()
             return await greenlet_spawn(self._in_connection, work, write)
-        except _DRIVER_ERRORS:
-            with translate_errors(f"SQLStore {operation}", self._what(key, about), _DRIVER_ERRORS):
+        except _DRIVER_ERRORS as exc:
+            # SQLite gives up waiting for another connection's lock with "database is locked":
+            # its busy timeout ran out, as much a timeout as the driver's own.
+            timeouts = (type(exc),) if _lock_wait_ran_out(exc) else ()
+            with translate_errors(
+                f"SQLStore {operation}", self._what(key, about), _DRIVER_ERRORS, timeouts=timeouts
+            ):
                 raise
             raise  # unreachable: translate_errors raised StoreError
 
