@@ -185,7 +185,7 @@ class CheckedMessages:
         kinds: One letter per message for what fingerprints hash: a plain turn's role letter
             (``PLAIN_KINDS``), or ``JSON_KIND`` for any other message.
         payloads: Per message, the text fingerprints hash: a plain turn's content, or any
-            other message's canonical JSON.
+            other message's canonical JSON; always of type ``str`` itself, never a subclass.
     """
 
     messages: Sequence[Message]
@@ -556,7 +556,9 @@ def check_messages(
         if plain:
             if name is None and tool_call_id is None and role != "tool":
                 kinds.append(PLAIN_KINDS[role])
-                payloads.append(content)
+                # A str subclass is recorded as the plain text it holds, so that its own
+                # __len__ or __eq__ never takes part in a fingerprint or in comparing one.
+                payloads.append(content if type(content) is str else str.__str__(content))
             else:
                 kinds.append(JSON_KIND)
                 payloads.append(_plain_text(content, name, tool_call_id, _ROLE_FIELD[role]))

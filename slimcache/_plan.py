@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Union
 
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache._hashed import hashed
 from slimcache._keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
 from slimcache._messages import CheckedMessages, ids_as_records
 from slimcache._policy import Keep, KeepMessages, KeepTokens, Trigger, WindowState, is_settled
@@ -76,10 +77,16 @@ class History:
             kinds, payloads = self._records
             found = fingerprint_range(kinds, payloads, self.pinned, end)
             self._fingerprints[end] = found
+            hashed.remember(found, kinds, payloads, self.pinned, end)
         return found
 
     def _same(self, end: int, fingerprint: str) -> bool:
         if fingerprint.startswith(FINGERPRINT_PREFIX):
+            if end not in self._fingerprints:
+                # Equal to what this process hashed into it: no need to hash again.
+                kinds, payloads = self._records
+                if hashed.holds(fingerprint, kinds, payloads, self.pinned, end):
+                    self._fingerprints[end] = fingerprint
             return self.fingerprint(end) == fingerprint
         if ":" in fingerprint or self.by_id:
             # An unknown format (a newer version's, say), or the older chain, which hashed
