@@ -263,6 +263,7 @@ class SummarizeCompressor:
         self._strategy = resolved_strategy
         self._max_summary_tokens = max_summary_tokens
         self._prompts = prompts or Prompts()
+        self._prompt_tokens: int | None = None  # of the summarize prompt, once counted
         self._count = token_counter
         self._overhead = message_overhead
         self._summary_role = summary_role
@@ -766,8 +767,10 @@ class SummarizeCompressor:
         return await self._made(work, entry.summary, entry.start, entry.end, "hit", cached=True)
 
     def _naive_tokens(self, checked: CheckedMessages, start: int, end: int) -> int:
-        prompt = self._prompts.summarize.replace("{max_tokens}", str(self._max_summary_tokens))
-        return self._count(prompt) + sum(checked.tokens[start : end + 1])
+        if self._prompt_tokens is None:  # the same on every call: counted once
+            prompt = self._prompts.summarize.replace("{max_tokens}", str(self._max_summary_tokens))
+            self._prompt_tokens = self._count(prompt)
+        return self._prompt_tokens + sum(checked.tokens[start : end + 1])
 
     def _unchanged(self, work: _Work) -> CompressionResult:
         return CompressionResult(

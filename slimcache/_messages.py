@@ -389,7 +389,7 @@ _BULK_KEYS_WITH_EXTRAS = frozenset({"role", "content", "id", "metadata"})
 _ID_TYPES = frozenset({str, int, type(None)})  # bool is its own type: not an id
 _PLAIN_METADATA_TYPES = frozenset({dict, type(None)})
 _CONTENT_OF = itemgetter("content")
-_BULK_ROLES = ROLES - {"tool"}
+_PINNED_KINDS = "".join(sorted(PLAIN_KINDS[role] for role in PINNED_ROLES))
 
 
 def _only_unhashed_extras(messages: Sequence[dict[str, Any]]) -> bool:
@@ -417,11 +417,10 @@ def _check_in_bulk(
     if not count or set(map(type, messages)) != _DICT_ONLY:
         return None
     try:
-        roles: list[Any] = list(map(_ROLE_OF, messages))
+        # One letter per role: PLAIN_KINDS has no "tool", so a tool result ends the bulk path.
+        kinds = "".join(map(PLAIN_KINDS.__getitem__, map(_ROLE_OF, messages)))
         contents: list[Any] = list(map(_CONTENT_OF, messages))
-        if not _BULK_ROLES.issuperset(roles):
-            return None
-    except (KeyError, TypeError):  # a missing key, or an unhashable role
+    except (KeyError, TypeError):  # a missing key, a role of no plain turn, an unhashable role
         return None
     # Every dict has a role and content; with two keys each, it has nothing else. Otherwise
     # the only other keys may be the ones never hashed: an "id" and "metadata".
@@ -431,16 +430,11 @@ def _check_in_bulk(
         return None
     if set(map(type, contents)) != _STR_ONLY:
         return None
-    kinds = "".join(map(PLAIN_KINDS.__getitem__, roles))
     if counter is approx_tokens:
         tokens = [overhead + (length + 3) // 4 for length in map(len, contents)]
     else:
         tokens = [overhead + counter(c) for c in contents]
-    pinned = 0
-    for role in roles:
-        if role not in PINNED_ROLES:
-            break
-        pinned += 1
+    pinned = count - len(kinds.lstrip(_PINNED_KINDS))
     return CheckedMessages(messages, tokens, pinned, list(range(count)), kinds, contents)
 
 
