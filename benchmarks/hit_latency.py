@@ -29,11 +29,18 @@ Usage::
 
     uv run python benchmarks/hit_latency.py [--ops N] [--rounds R]
         [--stores memory,redis,sqlite,postgres,s3] [--fingerprint content|id] [--pad N]
-        [--no-profile]
+        [--parsed] [--unseen] [--no-profile]
 
 ``--fingerprint id`` gives every message a string ``id`` and builds the compressors with
 ``fingerprint="id"``, so a hit hashes the ids instead of the messages' text. ``--pad N`` adds
 ``N`` characters of text to every message (the default turns are about 80 characters long).
+
+By default every hit is given the very list the thread was built from, as a process holding
+the conversation would. ``--parsed`` gives each hit a copy of its own, parsed from JSON before
+the timing starts, as a stateless server parsing each request's body would: equal strings, not
+the same objects. ``--unseen`` empties the table of what the process hashed
+(``slimcache/_hashed.py``) and keeps it empty, so every hit hashes the covered text, as the first
+request a worker sees for a thread does.
 
 Prints medians in microseconds, the targets the project tracks next to the measured figures,
 and a cProfile top 10 (by own time) of the 200-message hit on the memory store, whose own
@@ -46,6 +53,7 @@ import argparse
 import asyncio
 import cProfile
 import io
+import json
 import pstats
 import statistics
 import sys
@@ -68,6 +76,7 @@ from slimcache_sql import SQLStore
 from benchmarks.store_bench import contenders, running_servers
 from slimcache import MemoryStore, Message, Store, SummarizeCompressor, SummaryContext
 from slimcache._bench import OfflineSummarizer
+from slimcache._hashed import hashed
 from slimcache._keys import ThreadKeys
 
 STORES = ("memory", "redis", "sqlite", "postgres", "s3")
@@ -259,11 +268,16 @@ class Row:
 
 
 async def _timed_hits(
-    hitting: SummarizeCompressor, thread: Thread, calls: int, samples: list[int]
+    hitting: SummarizeCompressor, thread: Thread, calls: int, samples: list[int], parsed: bool
 ) -> None:
-    for _ in range(calls):
+    if parsed:  # a copy for each call, parsed before the timing starts
+        text = json.dumps(thread.history)
+        histories = [json.loads(text) for _ in range(calls)]
+    else:
+        histories = [thread.history] * calls
+    for history in histories:
         start = time.perf_counter_ns()
-        await hitting.compress(thread.history, thread_id=thread.thread_id)
+        await hitting.compress(history, thread_id=thread.thread_id)
         samples.append(time.perf_counter_ns() - start)
 
 
@@ -305,12 +319,13 @@ class Subject:
     hitting: SummarizeCompressor
     pair: Pair
     raw_key: str
+    parsed: bool
 
     async def time(self, what: str, calls: int, samples: list[int]) -> None:
         """Time ``calls`` hits, store GETs of the index, or raw GETs of its copy."""
         value = self.thread.index_value
         if what == "hit":
-            await _timed_hits(self.hitting, self.thread, calls, samples)
+            await _timed_hits(self.hitting, self.thread, calls, samples, self.parsed)
         elif what == "store.get":
             await _timed_gets(self.pair.store.get, self.thread.index_key, value, calls, samples)
         else:
@@ -318,7 +333,13 @@ class Subject:
 
 
 async def bench_store(
-    name: str, servers: dict[str, Any], threads: list[Thread], *, ops: int, rounds: int
+    name: str,
+    servers: dict[str, Any],
+    threads: list[Thread],
+    *,
+    ops: int,
+    rounds: int,
+    parsed: bool = False,
 ) -> list[Row]:
     """Time hits, the store's own GET and raw GETs of one store, in interleaved rounds."""
     per_round = max(1, ops // rounds)
@@ -331,7 +352,7 @@ async def bench_store(
             raw_key = f"raw-index-{len(thread.history)}-{uuid.uuid4().hex[:8]}"
             await contender.raw_set(raw_key, thread.index_value)
             hitting = compressor(contender.store, thread.fingerprint)
-            subject = Subject(thread, hitting, contender, raw_key)
+            subject = Subject(thread, hitting, contender, raw_key, parsed)
             await _check_is_hit(subject.hitting, thread, name)
             for what in CONTENDERS:  # warm-up: connections, caches, first-call costs
                 await subject.time(what, WARMUP_OPS, [])
@@ -436,6 +457,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--pad", type=int, default=0, help="characters of text added to every message (default 0)"
     )
+    parser.add_argument(
+        "--parsed", action="store_true", help="each hit gets its own copy, parsed from JSON"
+    )
+    parser.add_argument(
+        "--unseen", action="store_true", help="every hit hashes: no table of what was hashed"
+    )
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile table")
     args = parser.parse_args(argv)
     chosen = [s.strip() for s in args.stores.split(",") if s.strip()]
@@ -453,11 +480,15 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None]:
     print("building the threads ...", file=sys.stderr, flush=True)
     threads = [await build_thread(count, args.fingerprint, args.pad) for count in SIZES]
+    if args.unseen:  # a table that keeps nothing: every fingerprint is hashed
+        hashed.limit(max_chars=0, max_entries=0)
     rows: list[Row] = []
     with running_servers(set(args.stores)) as servers:
         for name in args.stores:
             print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
-            rows += await bench_store(name, servers, threads, ops=args.ops, rounds=args.rounds)
+            rows += await bench_store(
+                name, servers, threads, ops=args.ops, rounds=args.rounds, parsed=args.parsed
+            )
     profile = None if args.no_profile else await profile_memory_hit(threads[0], PROFILE_CALLS)
     return rows, profile
 
@@ -470,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"cache hit of compress() vs one raw GET of the index's size: {per_size} of each per "
         f"store and size, {args.rounds} interleaved rounds, fingerprint={args.fingerprint}, "
-        f"pad={args.pad}, "
+        f"pad={args.pad}, parsed={args.parsed}, unseen={args.unseen}, "
         f"Python {sys.version.split()[0]}"
     )
     print(render(rows))

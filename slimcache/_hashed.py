@@ -60,6 +60,18 @@ class HashedRanges:
         """Characters of payload text kept now."""
         return self._chars
 
+    def limit(self, *, max_chars: int, max_entries: int) -> None:
+        """Change the bounds, dropping the least recently used entries beyond them at once."""
+        with self._lock:
+            self._max_chars = max_chars
+            self._max_entries = max_entries
+            self._trim()
+
+    def _trim(self) -> None:
+        while self._chars > self._max_chars or len(self._entries) > self._max_entries:
+            _, dropped = self._entries.popitem(last=False)
+            self._chars -= dropped.chars
+
     def remember(
         self, fingerprint: str, kinds: str, payloads: Sequence[str], start: int, end: int
     ) -> None:
@@ -75,9 +87,7 @@ class HashedRanges:
                 self._chars -= old.chars
             self._entries[fingerprint] = inputs
             self._chars += chars
-            while self._chars > self._max_chars or len(self._entries) > self._max_entries:
-                _, dropped = self._entries.popitem(last=False)
-                self._chars -= dropped.chars
+            self._trim()
 
     def holds(
         self, fingerprint: str, kinds: str, payloads: Sequence[str], start: int, end: int

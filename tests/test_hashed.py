@@ -98,6 +98,19 @@ def test_a_range_longer_than_a_quarter_of_the_budget_is_not_kept() -> None:
     assert table.chars == 201
 
 
+def test_lowering_the_bounds_drops_the_least_recently_used_at_once() -> None:
+    table = HashedRanges()
+    for i in range(4):
+        table.remember(f"3:{i}", KINDS, PAYLOADS, 1, 3)
+    table.limit(max_chars=10**6, max_entries=2)
+    assert len(table) == 2
+    assert table.holds("3:3", KINDS, PAYLOADS, 1, 3)
+    table.limit(max_chars=0, max_entries=0)  # keeps nothing from now on
+    table.remember("3:4", KINDS, PAYLOADS, 1, 3)
+    assert len(table) == 0
+    assert table.chars == 0
+
+
 def test_remembering_again_does_not_count_twice() -> None:
     table = HashedRanges()
     for _ in range(3):
