@@ -36,9 +36,9 @@ Usage::
 ``N`` characters of text to every message (the default turns are about 80 characters long).
 
 By default every hit is given the very list the thread was built from, as a process holding
-the conversation would. ``--parsed`` gives each hit a copy of its own, parsed from JSON before
-the timing starts, as a stateless server parsing each request's body would: equal strings, not
-the same objects. ``--unseen`` empties the table of what the process hashed
+the conversation would. ``--parsed`` gives each hit a copy of its own, parsed from JSON right
+before the call (untimed), as a stateless server parsing each request's body would: equal
+strings, not the same objects. ``--unseen`` empties the table of what the process hashed
 (``slimcache/_hashed.py``) and keeps it empty, so every hit hashes the covered text, as the first
 request a worker sees for a thread does.
 
@@ -270,12 +270,10 @@ class Row:
 async def _timed_hits(
     hitting: SummarizeCompressor, thread: Thread, calls: int, samples: list[int], parsed: bool
 ) -> None:
-    if parsed:  # a copy for each call, parsed before the timing starts
-        text = json.dumps(thread.history)
-        histories = [json.loads(text) for _ in range(calls)]
-    else:
-        histories = [thread.history] * calls
-    for history in histories:
+    text = json.dumps(thread.history) if parsed else ""
+    for _ in range(calls):
+        # A server parses the request's body right before it compresses: untimed here.
+        history = json.loads(text) if parsed else thread.history
         start = time.perf_counter_ns()
         await hitting.compress(history, thread_id=thread.thread_id)
         samples.append(time.perf_counter_ns() - start)
