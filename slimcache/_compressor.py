@@ -178,6 +178,8 @@ class SummarizeCompressor:
             the whole history's text; only for callers whose ids name one content forever (an
             edited message gets a new id), as an edit under the same id is not seen. Messages
             without an id are identified by content. Switching re-summarizes each thread once.
+            It pays only for long turns a worker has not hashed before: a fingerprint this
+            process computed is checked again by comparing text, which is cheaper.
         on_evict: Hook ``(messages, reason)`` called with the messages folded into a summary.
         on_compress: Hook ``(CompressEvent)`` called after a summary is made.
         on_cache_hit: Hook ``(CompressEvent)`` called when a cached summary is served.

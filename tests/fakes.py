@@ -86,6 +86,12 @@ class WithoutBatch:
         self.compare_and_delete = inner.compare_and_delete
         self.delete = inner.delete
 
+    @property
+    def call_timeout(self) -> float | None:
+        """The inner store's bound on its calls (the calls are its own)."""
+        bound: float | None = getattr(self.inner, "call_timeout", None)
+        return bound
+
 
 class FailingStore(CountingStore):
     """A plain store whose reads or writes raise, to check the compressor's error policy."""
