@@ -29,7 +29,7 @@ Usage::
 
     uv run python benchmarks/hit_latency.py [--ops N] [--rounds R]
         [--stores memory,redis,sqlite,postgres,s3] [--fingerprint content|id] [--pad N]
-        [--parsed] [--unseen] [--no-profile]
+        [--parsed] [--unseen] [--counter approx|words] [--no-profile]
 
 ``--fingerprint id`` gives every message a string ``id`` and builds the compressors with
 ``fingerprint="id"``, so a hit hashes the ids instead of the messages' text. ``--pad N`` adds
@@ -41,6 +41,9 @@ before the call (untimed), as a stateless server parsing each request's body wou
 strings, not the same objects. ``--unseen`` empties the table of what the process hashed
 (``slimcache/_hashed.py``) and keeps it empty, so every hit hashes the covered text, as the first
 request a worker sees for a thread does.
+
+``--counter words`` gives the compressors a token counter that runs a regular expression over
+each text, as a real tokenizer does (the default, ``approx_tokens``, divides a length by four).
 
 Prints medians in microseconds, the targets the project tracks next to the measured figures,
 and a cProfile top 10 (by own time) of the 200-message hit on the memory store, whose own
@@ -55,6 +58,7 @@ import cProfile
 import io
 import json
 import pstats
+import re
 import statistics
 import sys
 import time
@@ -74,7 +78,15 @@ from slimcache_s3 import S3Store
 from slimcache_sql import SQLStore
 
 from benchmarks.store_bench import contenders, running_servers
-from slimcache import MemoryStore, Message, Store, SummarizeCompressor, SummaryContext
+from slimcache import (
+    MemoryStore,
+    Message,
+    Store,
+    SummarizeCompressor,
+    SummaryContext,
+    TokenCounter,
+    approx_tokens,
+)
 from slimcache._bench import OfflineSummarizer
 from slimcache._hashed import hashed
 from slimcache._keys import ThreadKeys
@@ -137,10 +149,27 @@ async def summarize(messages: Sequence[Message], context: SummaryContext) -> str
     return _offline(messages, context)
 
 
-def compressor(store: Store, fingerprint: Fingerprint = "content") -> SummarizeCompressor:
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def words(text: str) -> int:
+    """A token counter that runs a regular expression over the text, as tokenizers do."""
+    return len(_WORD.findall(text))
+
+
+COUNTERS: dict[str, TokenCounter] = {"approx": approx_tokens, "words": words}
+
+
+def compressor(
+    store: Store, fingerprint: Fingerprint = "content", counter: str = "approx"
+) -> SummarizeCompressor:
     """A compressor with the defaults, recording the same summarizer id everywhere."""
     return SummarizeCompressor(
-        summarize, store, summarizer_id=SUMMARIZER_ID, fingerprint=fingerprint
+        summarize,
+        store,
+        summarizer_id=SUMMARIZER_ID,
+        fingerprint=fingerprint,
+        token_counter=COUNTERS[counter],
     )
 
 
@@ -152,6 +181,7 @@ class Thread:
     thread_id: str
     entries: dict[str, str]
     fingerprint: Fingerprint
+    counter: str
 
     @property
     def index_key(self) -> str:
@@ -162,16 +192,18 @@ class Thread:
         return self.entries[self.index_key]
 
 
-async def build_thread(count: int, fingerprint: Fingerprint = "content", pad: int = 0) -> Thread:
+async def build_thread(
+    count: int, fingerprint: Fingerprint = "content", pad: int = 0, counter: str = "approx"
+) -> Thread:
     """Replay ``count`` messages request by request, as a chat server would, on a dict."""
     history = plain_history(count, with_ids=fingerprint == "id", pad=pad)
     thread_id = f"hit-latency-{count}"
     store = DictStore()
-    building = compressor(store, fingerprint)
+    building = compressor(store, fingerprint, counter)
     for length in range(2, count + 1):
         if history[length - 1]["role"] == "user":
             await building.compress(history[:length], thread_id=thread_id)
-    return Thread(history, thread_id, dict(store.data), fingerprint)
+    return Thread(history, thread_id, dict(store.data), fingerprint, counter)
 
 
 # -- the contenders -----------------------------------------------------------------------------
@@ -349,7 +381,7 @@ async def bench_store(
                 await contender.store.set(key, value)
             raw_key = f"raw-index-{len(thread.history)}-{uuid.uuid4().hex[:8]}"
             await contender.raw_set(raw_key, thread.index_value)
-            hitting = compressor(contender.store, thread.fingerprint)
+            hitting = compressor(contender.store, thread.fingerprint, thread.counter)
             subject = Subject(thread, hitting, contender, raw_key, parsed)
             await _check_is_hit(subject.hitting, thread, name)
             for what in CONTENDERS:  # warm-up: connections, caches, first-call costs
@@ -383,7 +415,7 @@ async def profile_memory_hit(thread: Thread, calls: int) -> str:
     store = MemoryStore()
     for key, value in thread.entries.items():
         await store.set(key, value)
-    hitting = compressor(store, thread.fingerprint)
+    hitting = compressor(store, thread.fingerprint, thread.counter)
     await _check_is_hit(hitting, thread, "memory")
     profiler = cProfile.Profile()
     profiler.enable()
@@ -456,6 +488,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pad", type=int, default=0, help="characters of text added to every message (default 0)"
     )
     parser.add_argument(
+        "--counter",
+        choices=tuple(COUNTERS),
+        default="approx",
+        help="the token counter: approx_tokens, or words (a regular expression, as tokenizers run)",
+    )
+    parser.add_argument(
         "--parsed", action="store_true", help="each hit gets its own copy, parsed from JSON"
     )
     parser.add_argument(
@@ -477,7 +515,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None]:
     print("building the threads ...", file=sys.stderr, flush=True)
-    threads = [await build_thread(count, args.fingerprint, args.pad) for count in SIZES]
+    threads = [
+        await build_thread(count, args.fingerprint, args.pad, args.counter) for count in SIZES
+    ]
     if args.unseen:  # a table that keeps nothing: every fingerprint is hashed
         hashed.limit(max_chars=0, max_entries=0)
     rows: list[Row] = []
@@ -499,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"cache hit of compress() vs one raw GET of the index's size: {per_size} of each per "
         f"store and size, {args.rounds} interleaved rounds, fingerprint={args.fingerprint}, "
-        f"pad={args.pad}, parsed={args.parsed}, unseen={args.unseen}, "
+        f"pad={args.pad}, parsed={args.parsed}, unseen={args.unseen}, counter={args.counter}, "
         f"Python {sys.version.split()[0]}"
     )
     print(render(rows))

@@ -86,6 +86,9 @@ Hook = Any
 
 DEFAULT_SUMMARY_TEMPLATE = "Summary of the earlier conversation:\n{summary}"
 
+# Summary messages whose token counts a compressor remembers; all are forgotten past this.
+_SUMMARY_TOKEN_COUNTS = 1024
+
 
 @dataclass
 class _Work:
@@ -266,6 +269,7 @@ class SummarizeCompressor:
         self._max_summary_tokens = max_summary_tokens
         self._prompts = prompts or Prompts()
         self._prompt_tokens: int | None = None  # of the summarize prompt, once counted
+        self._summary_token_counts: dict[tuple[str, int, int], int] = {}
         self._count = token_counter
         self._overhead = message_overhead
         self._summary_role = summary_role
@@ -760,19 +764,33 @@ class SummarizeCompressor:
         return {"role": self._summary_role, "content": content}
 
     def _summary_tokens(self, entry: SummaryEntry) -> int:
-        message = self._summary_message(entry.summary, entry.start, entry.end)
-        return count_message_tokens(message, self._count, self._overhead)
+        # A hit asks twice (the index's head, then the base), and the next request again: the
+        # summary message's tokens are remembered, so a real tokenizer reads a summary once.
+        key = (entry.summary, entry.start, entry.end)
+        found = self._summary_token_counts.get(key)
+        if found is None:
+            message = self._summary_message(entry.summary, entry.start, entry.end)
+            found = count_message_tokens(message, self._count, self._overhead)
+            if len(self._summary_token_counts) >= _SUMMARY_TOKEN_COUNTS:
+                self._summary_token_counts.clear()
+            self._summary_token_counts[key] = found
+        return found
 
     async def _hit(self, work: _Work, entry: SummaryEntry) -> CompressionResult:
         self._stats.cache_hits += 1
-        self._stats.naive_input_tokens += self._naive_tokens(work.checked, entry.start, entry.end)
+        # The covered messages are the ones the entry was made from (their fingerprint matched),
+        # so their tokens are the ones it recorded: a hit counts none of them again.
+        self._stats.naive_input_tokens += self._summarize_prompt_tokens() + entry.covered_tokens
         return await self._made(work, entry.summary, entry.start, entry.end, "hit", cached=True)
 
-    def _naive_tokens(self, checked: CheckedMessages, start: int, end: int) -> int:
+    def _summarize_prompt_tokens(self) -> int:
         if self._prompt_tokens is None:  # the same on every call: counted once
             prompt = self._prompts.summarize.replace("{max_tokens}", str(self._max_summary_tokens))
             self._prompt_tokens = self._count(prompt)
-        return self._prompt_tokens + sum(checked.tokens[start : end + 1])
+        return self._prompt_tokens
+
+    def _naive_tokens(self, checked: CheckedMessages, start: int, end: int) -> int:
+        return self._summarize_prompt_tokens() + sum(checked.tokens[start : end + 1])
 
     def _unchanged(self, work: _Work) -> CompressionResult:
         return CompressionResult(

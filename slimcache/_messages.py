@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, repeat
 from json.encoder import encode_basestring
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any, cast, overload
 
 from slimcache._exceptions import InvalidInput
 
@@ -172,13 +173,77 @@ def render_transcript(messages: Sequence[Message]) -> str:
     return "\n---\n".join(blocks)
 
 
+class LazyTokens(Sequence[int]):
+    """Token counts of plain turns, each counted the first time it is read.
+
+    With a real tokenizer as the counter, counting is most of what checking a history costs. A
+    cache hit reads the counts of the pinned messages and of the verbatim window only (the
+    summary's entry records what it covers), so it counts those alone, however long the history.
+    Compares equal to the list of the same counts.
+
+    Args:
+        contents: The turns' texts.
+        counter: The token counter.
+        overhead: Tokens added per message.
+    """
+
+    __slots__ = ("_contents", "_counted", "_counter", "_overhead")
+
+    def __init__(self, contents: Sequence[str], counter: TokenCounter, overhead: int) -> None:
+        self._contents = contents
+        self._counter = counter
+        self._overhead = overhead
+        self._counted: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._contents)
+
+    def _count(self, position: int) -> int:
+        found = self._counted.get(position)
+        if found is None:
+            found = self._overhead + self._counter(self._contents[position])
+            self._counted[position] = found
+        return found
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        total = len(self._contents)
+        if isinstance(index, slice):
+            return list(map(self._count, range(*index.indices(total))))
+        position = operator.index(index)
+        if position < 0:
+            position += total
+        if not 0 <= position < total:
+            raise IndexError("token index out of range")
+        return self._count(position)
+
+    def __iter__(self) -> Iterator[int]:
+        return map(self._count, range(len(self._contents)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == len(self) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable as one
+
+    def __repr__(self) -> str:
+        return f"LazyTokens({list(self)!r})"
+
+
 @dataclass(frozen=True)
 class CheckedMessages:
     """Messages that passed validation, with what the compressor needs to know about them.
 
     Attributes:
         messages: The messages as given.
-        tokens: Token count per message.
+        tokens: Token count per message (a list, or for plain turns and a counter other than
+            ``approx_tokens``, a :class:`LazyTokens` counting each message when first read).
         pinned: How many leading system/developer messages are pinned.
         unit_end: For each index, the last index of the atomic unit it belongs to (an assistant
             message with tool calls and its tool results form one unit).
@@ -189,7 +254,7 @@ class CheckedMessages:
     """
 
     messages: Sequence[Message]
-    tokens: list[int]
+    tokens: Sequence[int]
     pinned: int
     unit_end: list[int]
     kinds: str = ""
@@ -430,10 +495,11 @@ def _check_in_bulk(
         return None
     if set(map(type, contents)) != _STR_ONLY:
         return None
-    if counter is approx_tokens:
+    tokens: Sequence[int]
+    if counter is approx_tokens:  # cheaper to count them all than to track which were read
         tokens = [overhead + (length + 3) // 4 for length in map(len, contents)]
     else:
-        tokens = [overhead + counter(c) for c in contents]
+        tokens = LazyTokens(contents, counter, overhead)
     pinned = count - len(kinds.lstrip(_PINNED_KINDS))
     return CheckedMessages(messages, tokens, pinned, list(range(count)), kinds, contents)
 

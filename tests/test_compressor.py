@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from slimcache import (
+    DEFAULT_SUMMARIZE_PROMPT,
     AnyOf,
     CompressEvent,
     ConfigurationError,
@@ -35,10 +36,12 @@ from slimcache import (
     ThreadIndex,
     ThreadKeys,
     TokenThreshold,
+    approx_tokens,
     count_message_tokens,
     unwrap_messages,
     wrap_messages,
 )
+from slimcache._messages import DEFAULT_MESSAGE_OVERHEAD
 from slimcache._store import SetOp, StoreOp
 from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, WithoutBatch, chat
 
@@ -1088,3 +1091,56 @@ async def test_round_trips_per_operation() -> None:
     assert (stats.store_reads, stats.store_writes, stats.store_deletes) == (2, 3, 1)
     assert stats.store_batches == 0
     assert sorted(unbatched.inner.snapshot()) == sorted(memory.snapshot())  # lease released
+
+
+async def test_a_hit_counts_the_tokens_of_the_window_only() -> None:
+    # With a real tokenizer, counting every message of a long history was most of a hit.
+    counted: list[str] = []
+
+    def words(text: str) -> int:
+        counted.append(text)
+        return len(text.split())
+
+    store = MemoryStore()
+    history = chat(2000)
+    for length in range(THRESHOLD + 2, len(history) + 1, 7):
+        await make(RecordingSummarizer(), store, token_counter=words).compress(
+            history[:length], thread_id="t"
+        )
+    compressor = make(RecordingSummarizer(), store, token_counter=words)
+    assert (await compressor.compress_detailed(history, thread_id="t")).outcome in (
+        "hit",
+        "extended",
+    )
+    counted.clear()
+    for _ in range(3):  # each request a new compressor, as on a stateless server
+        hitting = make(RecordingSummarizer(), store, token_counter=words)
+        hit = await hitting.compress_detailed(history, thread_id="t")
+        assert hit.outcome == "hit"
+    # The verbatim window (under THRESHOLD messages) and the summary, not 2,000 messages.
+    assert len(counted) <= 3 * (THRESHOLD + 2)
+    # What re-summarizing would have sent is still the covered messages' tokens, as recorded.
+    assert hit.summary_range is not None
+    start, end = hit.summary_range
+    prompt = DEFAULT_SUMMARIZE_PROMPT.replace("{max_tokens}", "1000")
+    covered = sum(DEFAULT_MESSAGE_OVERHEAD + words(m["content"]) for m in history[start : end + 1])
+    assert hitting.stats.naive_input_tokens == words(prompt) + covered
+
+
+async def test_counting_when_read_changes_no_result_and_no_figure() -> None:
+    # approx_tokens itself counts every message at once; an equal counter of the caller's own
+    # counts only what is read. Replayed request by request, the two agree on everything.
+    def own(text: str) -> int:
+        return approx_tokens(text)
+
+    history = chat(120)
+    runs = []
+    for counter in (approx_tokens, own):
+        compressor = make(RecordingSummarizer(), MemoryStore(), token_counter=counter)
+        results = [
+            await compressor.compress_detailed(history[:length], thread_id="t")
+            for length in range(2, len(history) + 1)
+        ]
+        runs.append(([(r.outcome, r.messages, r.summary_range) for r in results], compressor.stats))
+    assert runs[0] == runs[1]
+    assert runs[0][1].cache_hits > 50

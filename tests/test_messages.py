@@ -26,6 +26,7 @@ from slimcache._messages import (
     MAX_NESTING,
     NON_TEXT_PART_TOKENS,
     ROLES,
+    LazyTokens,
     _canonical,
     check_messages,
     message_text,
@@ -641,3 +642,61 @@ def test_turns_with_ids_and_metadata_checked_in_bulk_match_the_message_by_messag
 
     # A "name" of None is hashed as no name, and makes the list leave the bulk path.
     assert outcome(messages) == outcome([{**m, "name": None} for m in messages])
+
+
+class Counted:
+    """A token counter (words) that records which texts it was asked about."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def __call__(self, text: str) -> int:
+        self.texts.append(text)
+        return len(text.split())
+
+
+@given(
+    st.lists(st.text(max_size=12), max_size=20),
+    st.slices(25),
+    st.integers(min_value=-25, max_value=25),
+)
+def test_lazy_tokens_read_as_the_list_of_the_same_counts(
+    texts: list[str], window: slice, position: int
+) -> None:
+    counter = Counted()
+    lazy = LazyTokens(texts, counter, 3)
+    eager = [3 + len(text.split()) for text in texts]
+    assert len(lazy) == len(eager)
+    assert lazy[window] == eager[window]
+    if -len(eager) <= position < len(eager):
+        assert lazy[position] == eager[position]
+    else:
+        with pytest.raises(IndexError):
+            lazy[position]
+    assert list(lazy) == eager
+    assert lazy == eager
+    assert lazy != [*eager, 0]
+    assert len(counter.texts) == len(texts)  # each text counted once, whatever was read
+
+
+def test_lazy_tokens_count_only_what_is_read() -> None:
+    counter = Counted()
+    texts = [f"turn {i} with some words" for i in range(200)]
+    lazy = LazyTokens(texts, counter, 4)
+    assert sum(lazy[-12:]) == 12 * (4 + 5)
+    assert lazy[0] == 9
+    assert counter.texts == [*texts[-12:], texts[0]]
+    with pytest.raises(TypeError):
+        hash(lazy)
+
+
+def test_plain_turns_with_another_counter_are_counted_when_read() -> None:
+    counter = Counted()
+    messages = [{"role": "user", "content": f"hello number {i}"} for i in range(50)]
+    checked = check_messages(messages, counter, 2)
+    assert counter.texts == []
+    assert checked.tokens[49] == 5
+    assert counter.texts == ["hello number 49"]
+    assert checked.tokens == [5] * 50
+    # approx_tokens counts everything at once: cheaper than tracking what was read.
+    assert type(check_messages(messages).tokens) is list
