@@ -65,6 +65,7 @@ __all__ = [
     "positive_int",
     "run_bounded",
     "run_op",
+    "store_error",
     "translate_errors",
     "validate_ttl",
 ]
@@ -228,11 +229,23 @@ def translate_errors(
     except StoreError:
         raise
     except errors as exc:
-        text = str(exc).strip()
-        detail = text.splitlines()[0] if text else ""
-        detail = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-        kind = StoreTimeout if isinstance(exc, (*_TIMEOUT_ERRORS, *timeouts)) else StoreError
-        raise kind(f"{operation} of {what} failed: {detail}") from exc
+        raise store_error(operation, what, exc, timeouts=timeouts) from exc
+
+
+def store_error(
+    operation: str,
+    what: str,
+    exc: BaseException,
+    *,
+    timeouts: tuple[type[BaseException], ...] = (),
+) -> StoreError:
+    """The :class:`StoreError` (or :class:`StoreTimeout`) :func:`translate_errors` raises for
+    the driver error ``exc``, for a store that catches driver errors itself on a hot path."""
+    text = str(exc).strip()
+    detail = text.splitlines()[0] if text else ""
+    detail = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    kind = StoreTimeout if isinstance(exc, (*_TIMEOUT_ERRORS, *timeouts)) else StoreError
+    return kind(f"{operation} of {what} failed: {detail}")
 
 
 def decode_value(raw: bytes, *, where: str) -> str:

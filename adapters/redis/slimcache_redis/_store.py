@@ -30,6 +30,7 @@ from slimcache import (
     GetOp,
     SetIfAbsentOp,
     SetOp,
+    StoreError,
     StoreOp,
     StoreTimeout,
 )
@@ -43,7 +44,7 @@ from slimcache.adapters import (
     positive_int,
     run_bounded,
     run_op,
-    translate_errors,
+    store_error,
     validate_ttl,
 )
 from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_cluster_nodes
@@ -467,31 +468,43 @@ class RedisStore(ClosingStore):
         return encoded
 
     async def _call(self, operation: str, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one redis-py call within the store's timeout, translating its failures."""
-        with translate_errors(
-            f"Redis {operation}", what, _DRIVER_ERRORS, timeouts=(RedisTimeoutError,)
-        ):
-            try:
-                if _TIMEOUT_SCOPE is not None:
-                    # redis-py unwinds a cancelled call without waiting on the server (it drops
-                    # the connection), so a timeout scope bounds it as well as a task of its own
-                    # would, for less per call.
-                    async with _TIMEOUT_SCOPE(self._timeout):
-                        return await self._when_ready(call)
-                return await run_bounded(self._when_ready(call), self._timeout)
-            except asyncio.TimeoutError as exc:
-                raise StoreTimeout(
-                    f"Redis {operation} of {what} failed: no answer within {self._timeout:g} s"
-                ) from exc
+        """Run one redis-py call within the store's timeout, translating its failures.
+
+        Every call of the store goes through here, a cache hit's read included, so the driver's
+        errors are caught in place (as :func:`slimcache.adapters.translate_errors` would).
+        """
+        try:
+            if _TIMEOUT_SCOPE is not None:
+                # redis-py unwinds a cancelled call without waiting on the server (it drops the
+                # connection), so a timeout scope bounds it as well as a task of its own would,
+                # for less per call.
+                async with _TIMEOUT_SCOPE(self._timeout):
+                    if self._cluster:
+                        await self._discover()
+                    return await call()
+            return await run_bounded(self._when_ready(call), self._timeout)
+        except asyncio.TimeoutError as exc:
+            raise StoreTimeout(
+                f"Redis {operation} of {what} failed: no answer within {self._timeout:g} s"
+            ) from exc
+        except StoreError:
+            raise
+        except _DRIVER_ERRORS as exc:
+            raise store_error(
+                f"Redis {operation}", what, exc, timeouts=(RedisTimeoutError,)
+            ) from exc
 
     async def _when_ready(self, call: Callable[[], Awaitable[_T]]) -> _T:
         if self._cluster:
-            # redis-py's cluster client can close connections other tasks are using when many
-            # commands arrive while it discovers the cluster (redis-py 8.1), so the store
-            # lets one call at a time find the cluster; once it has, this returns at once.
-            async with self._discovery:
-                await self._client.initialize()
+            await self._discover()
         return await call()
+
+    async def _discover(self) -> None:
+        # redis-py's cluster client can close connections other tasks are using when many
+        # commands arrive while it discovers the cluster (redis-py 8.1), so the store lets one
+        # call at a time find the cluster; once it has, this returns at once.
+        async with self._discovery:
+            await self._client.initialize()
 
     async def get(self, key: str) -> str | None:
         """Return the value under ``key``, or ``None`` when it is absent or expired.
