@@ -38,6 +38,7 @@ from slimcache._messages import (
     CheckedMessages,
     Conversation,
     Message,
+    RememberingCounter,
     TokenCounter,
     approx_tokens,
     check_messages,
@@ -140,7 +141,9 @@ class SummarizeCompressor:
             and ``"replace"``.
         max_summary_tokens: Token budget handed to the summarizer.
         prompts: The default prompts given to the summarizer.
-        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``).
+        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``). Any other counter
+            must depend on the text alone: the compressor remembers the counts of the texts it
+            saw (up to 2 million characters of text), so a tokenizer reads each text once.
         message_overhead: Tokens added per message for role and framing.
         summary_role: Role of the summary message: ``"system"`` (default), ``"developer"``,
             ``"user"`` or ``"assistant"``.
@@ -270,7 +273,10 @@ class SummarizeCompressor:
         self._prompts = prompts or Prompts()
         self._prompt_tokens: int | None = None  # of the summarize prompt, once counted
         self._summary_token_counts: dict[tuple[str, int, int], int] = {}
-        self._count = token_counter
+        # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
+        self._count: TokenCounter = (
+            token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
+        )
         self._overhead = message_overhead
         self._summary_role = summary_role
         self._summary_template = summary_template

@@ -173,6 +173,39 @@ def render_transcript(messages: Sequence[Message]) -> str:
     return "\n---\n".join(blocks)
 
 
+class RememberingCounter:
+    """A token counter that remembers the counts of the texts it was given.
+
+    A thread's verbatim window is mostly the same from one request to the next, so a hit would
+    have a tokenizer count the same texts again on every request. A token counter is a function
+    of the text alone: counts are kept per text, for at most ``max_chars`` characters of text
+    (past that, all are forgotten at once). Only texts of type ``str`` itself are remembered.
+
+    Args:
+        counter: The token counter.
+        max_chars: Characters of text whose counts are kept at most.
+    """
+
+    def __init__(self, counter: TokenCounter, *, max_chars: int = 2_000_000) -> None:
+        self.counter = counter
+        self._max_chars = max_chars
+        self._counts: dict[str, int] = {}
+        self._chars = 0
+
+    def __call__(self, text: str) -> int:
+        found = self._counts.get(text) if type(text) is str else None
+        if found is not None:
+            return found
+        counted = self.counter(text)
+        if type(text) is str and len(text) <= self._max_chars // 8:
+            if self._chars + len(text) > self._max_chars:
+                self._counts.clear()
+                self._chars = 0
+            self._counts[text] = counted
+            self._chars += len(text)
+        return counted
+
+
 class LazyTokens(Sequence[int]):
     """Token counts of plain turns, each counted the first time it is read.
 

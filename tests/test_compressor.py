@@ -1144,3 +1144,25 @@ async def test_counting_when_read_changes_no_result_and_no_figure() -> None:
         runs.append(([(r.outcome, r.messages, r.summary_range) for r in results], compressor.stats))
     assert runs[0] == runs[1]
     assert runs[0][1].cache_hits > 50
+
+
+async def test_a_compressor_counts_each_text_once_over_a_conversation() -> None:
+    # The window is mostly the same from one request to the next: a tokenizer as the counter
+    # reads each text once, however many requests see it.
+    counted: list[str] = []
+
+    def words(text: str) -> int:
+        counted.append(text)
+        return len(text.split())
+
+    compressor = make(RecordingSummarizer(), MemoryStore(), token_counter=words)
+    history = chat(150)
+    outcomes = Counter(
+        [
+            (await compressor.compress_detailed(history[:length], thread_id="t")).outcome
+            for length in range(2, len(history) + 1)
+        ]
+    )
+    assert outcomes["hit"] > 100
+    assert outcomes["summarized"] + outcomes["extended"] > 5
+    assert max(Counter(counted).values()) == 1

@@ -27,6 +27,7 @@ from slimcache._messages import (
     NON_TEXT_PART_TOKENS,
     ROLES,
     LazyTokens,
+    RememberingCounter,
     _canonical,
     check_messages,
     message_text,
@@ -700,3 +701,47 @@ def test_plain_turns_with_another_counter_are_counted_when_read() -> None:
     assert checked.tokens == [5] * 50
     # approx_tokens counts everything at once: cheaper than tracking what was read.
     assert type(check_messages(messages).tokens) is list
+
+
+def test_a_remembering_counter_counts_each_text_once() -> None:
+    counter = Counted()
+    remembering = RememberingCounter(counter)
+    assert [remembering(t) for t in ["a b", "c", "a b", "c", "a b"]] == [2, 1, 2, 1, 2]
+    assert counter.texts == ["a b", "c"]
+
+
+def test_a_remembering_counter_forgets_everything_past_its_budget() -> None:
+    counter = Counted()
+    remembering = RememberingCounter(counter, max_chars=80)
+    for text in ("x " * 5, "y " * 5, "x " * 5):  # 10 characters each: all kept
+        remembering(text)
+    assert counter.texts == ["x " * 5, "y " * 5]
+    remembering("z " * 6)  # longer than an eighth of the budget: counted, never kept
+    remembering("z " * 6)
+    assert counter.texts[-2:] == ["z " * 6] * 2
+    for i in range(8):  # 80 more characters: the budget runs out and all is forgotten
+        remembering(f"w{i:08d}")
+    remembering("x " * 5)
+    assert counter.texts[-1] == "x " * 5
+
+
+class Shifty(str):
+    """A string whose hash and equality are not those of its text."""
+
+    def __hash__(self) -> int:
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+
+def test_a_remembering_counter_keeps_only_plain_strings() -> None:
+    counter = Counted()
+    remembering = RememberingCounter(counter)
+    assert remembering("one two three") == 3
+    assert remembering(Shifty("four")) == 1  # not taken for "one two three"
+    assert remembering(Shifty("four")) == 1
+    assert counter.texts == ["one two three", "four", "four"]
