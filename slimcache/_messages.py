@@ -275,8 +275,9 @@ class CheckedMessages:
 
     Attributes:
         messages: The messages as given.
-        tokens: Token count per message (a list, or for plain turns and a counter other than
-            ``approx_tokens``, a :class:`LazyTokens` counting each message when first read).
+        tokens: Token count per message: a list, or for plain turns a :class:`LazyTokens`
+            counting each message when first read (any counter but ``approx_tokens``, and
+            ``approx_tokens`` past 500 turns).
         pinned: How many leading system/developer messages are pinned.
         unit_end: For each index, the last index of the atomic unit it belongs to (an assistant
             message with tool calls and its tool results form one unit).
@@ -488,6 +489,9 @@ _ID_TYPES = frozenset({str, int, type(None)})  # bool is its own type: not an id
 _PLAIN_METADATA_TYPES = frozenset({dict, type(None)})
 _CONTENT_OF = itemgetter("content")
 _PINNED_KINDS = "".join(sorted(PLAIN_KINDS[role] for role in PINNED_ROLES))
+# Up to this many plain turns, approx_tokens counts them all at once; a longer history's are
+# counted when read (a cache hit reads the pinned messages and the window only).
+_COUNT_ALL_UP_TO = 500
 
 
 def _only_unhashed_extras(messages: Sequence[dict[str, Any]]) -> bool:
@@ -529,7 +533,8 @@ def _check_in_bulk(
     if set(map(type, contents)) != _STR_ONLY:
         return None
     tokens: Sequence[int]
-    if counter is approx_tokens:  # cheaper to count them all than to track which were read
+    if counter is approx_tokens and count <= _COUNT_ALL_UP_TO:
+        # Cheaper to count them all at once than to keep track of which were read.
         tokens = [overhead + (length + 3) // 4 for length in map(len, contents)]
     else:
         tokens = LazyTokens(contents, counter, overhead)

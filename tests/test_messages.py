@@ -699,8 +699,12 @@ def test_plain_turns_with_another_counter_are_counted_when_read() -> None:
     assert checked.tokens[49] == 5
     assert counter.texts == ["hello number 49"]
     assert checked.tokens == [5] * 50
-    # approx_tokens counts everything at once: cheaper than tracking what was read.
+    # approx_tokens counts a shorter history all at once, cheaper than tracking what was read.
     assert type(check_messages(messages).tokens) is list
+    longer = [{"role": "user", "content": "x" * (i % 9)} for i in range(501)]
+    lazily = check_messages(longer)
+    assert type(lazily.tokens) is LazyTokens
+    assert lazily.tokens == [DEFAULT_MESSAGE_OVERHEAD + approx_tokens(m["content"]) for m in longer]
 
 
 def test_a_remembering_counter_counts_each_text_once() -> None:
