@@ -45,6 +45,9 @@ request a worker sees for a thread does.
 ``--counter words`` gives the compressors a token counter that runs a regular expression over
 each text, as a real tokenizer does (the default, ``approx_tokens``, divides a length by four).
 
+Every run also times a hit with the default settings on the memory store, at its start and at
+its end, as a reference for how fast the machine runs at the time.
+
 Prints medians in microseconds, the targets the project tracks next to the measured figures,
 and a cProfile top 10 (by own time) of the 200-message hit on the memory store, whose own
 overhead inflates the absolute times; the ranking is what it is for.
@@ -88,7 +91,7 @@ from slimcache import (
     approx_tokens,
 )
 from slimcache._bench import OfflineSummarizer
-from slimcache._hashed import hashed
+from slimcache._hashed import MAX_CHARS, MAX_ENTRIES, hashed
 from slimcache._keys import ThreadKeys
 
 STORES = ("memory", "redis", "sqlite", "postgres", "s3")
@@ -96,6 +99,7 @@ SIZES = (200, 2000)
 SUMMARIZER_ID = "hit-latency-offline"
 WARMUP_OPS = 20
 PROFILE_CALLS = 300
+REFERENCE_CALLS = 500
 HIT_TARGET_RATIO = 2.0
 PER_MESSAGE_TARGET_US = 1.0
 
@@ -513,11 +517,31 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None]:
+async def reference_hit_us(reference: Thread, calls: int = REFERENCE_CALLS) -> float:
+    """Median of a hit with the default settings on the memory store (200 messages).
+
+    Timed at the start and at the end of every run, whatever its options: how fast the machine
+    runs Python at the time, so that runs with different options can be told apart from a
+    machine that has slowed down or sped up in between.
+    """
+    store = MemoryStore()
+    for key, value in reference.entries.items():
+        await store.set(key, value)
+    hitting = compressor(store)
+    await _check_is_hit(hitting, reference, "memory")
+    samples: list[int] = []
+    await _timed_hits(hitting, reference, calls, samples, parsed=False)
+    await store.aclose()
+    return statistics.median(samples) / 1000
+
+
+async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None, tuple[float, float]]:
     print("building the threads ...", file=sys.stderr, flush=True)
+    reference = await build_thread(SIZES[0])
     threads = [
         await build_thread(count, args.fingerprint, args.pad, args.counter) for count in SIZES
     ]
+    before = await reference_hit_us(reference)
     if args.unseen:  # a table that keeps nothing: every fingerprint is hashed
         hashed.limit(max_chars=0, max_entries=0)
     rows: list[Row] = []
@@ -527,14 +551,18 @@ async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None]:
             rows += await bench_store(
                 name, servers, threads, ops=args.ops, rounds=args.rounds, parsed=args.parsed
             )
+    if args.unseen:
+        hashed.limit(max_chars=MAX_CHARS, max_entries=MAX_ENTRIES)
+        reference = await build_thread(SIZES[0])  # hashed again, as by the default run
+    after = await reference_hit_us(reference)
     profile = None if args.no_profile else await profile_memory_hit(threads[0], PROFILE_CALLS)
-    return rows, profile
+    return rows, profile, (before, after)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the figures; return the exit status."""
     args = _parse_args(argv)
-    rows, profile = asyncio.run(_run(args))
+    rows, profile, (before, after) = asyncio.run(_run(args))
     per_size = max(1, args.ops // args.rounds) * args.rounds
     print(
         f"cache hit of compress() vs one raw GET of the index's size: {per_size} of each per "
@@ -546,6 +574,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "ratio = hit / raw GET; cpu us/msg = (hit - raw GET) / messages; store.get us = the "
         "slimcache store's own get of the index, for reference"
+    )
+    print(
+        f"reference: a default 200-message hit on the memory store took {before:.1f} us at the "
+        f"start of this run and {after:.1f} us at its end"
     )
     print()
     print("\n".join(targets(rows)))
