@@ -80,7 +80,8 @@ class StoreIO:
         self.timeout = timeout
         self.ttl = ttl
         self.timeouts = 0  # calls that ran out of time, so far
-        self._direct = bounds_itself(store, timeout)
+        # The bound this object enforces itself: none when the store's own is enough.
+        self._bound = None if bounds_itself(store, timeout) else timeout
 
     @property
     def atomic(self) -> bool:
@@ -99,9 +100,9 @@ class StoreIO:
 
     async def _call(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
         try:
-            if self._direct or self.timeout is None:
+            if self._bound is None:
                 return await call
-            return await run_bounded(call, self.timeout)
+            return await run_bounded(call, self._bound)
         except asyncio.TimeoutError as exc:
             self.stats.store_errors += 1
             self.timeouts += 1
