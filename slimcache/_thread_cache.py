@@ -106,7 +106,8 @@ class StoreIO:
         except asyncio.TimeoutError as exc:
             self.stats.store_errors += 1
             self.timeouts += 1
-            raise StoreTimeout(f"store {what} timed out after {self.timeout:g}s") from exc
+            after = "" if self.timeout is None else f" after {self.timeout:g}s"
+            raise StoreTimeout(f"store {what} timed out{after}") from exc
         except StoreTimeout:  # the store's own bound
             self.stats.store_errors += 1
             self.timeouts += 1

@@ -175,3 +175,20 @@ def test_driver_timeouts_become_store_timeouts(error: Exception, kind: type[Stor
         raise error
     assert type(raised.value) is kind
     assert raised.value.__cause__ is error
+
+
+class RaisesAsyncioTimeout(CountingStore):
+    """A store whose driver gives up with asyncio's own TimeoutError."""
+
+    async def get(self, key: str) -> str | None:
+        raise asyncio.TimeoutError
+
+
+@pytest.mark.parametrize(("timeout", "message"), [(None, "timed out$"), (1.0, "after 1s$")])
+async def test_a_stores_own_asyncio_timeout_is_a_store_timeout_with_or_without_a_bound(
+    timeout: float | None, message: str
+) -> None:
+    io = StoreIO(RaisesAsyncioTimeout(), Stats(), timeout=timeout, ttl=None)
+    with pytest.raises(StoreTimeout, match=message):
+        await io.get("k")
+    assert io.timeouts == 1
