@@ -265,16 +265,21 @@ class ThreadCache:
         :meth:`write_index`). Returns the range's value (for :meth:`undo_range`) and the ops.
         """
         value = entry.to_json()
-        index_key, ttl = self.keys.index, self.io.ttl
-        index_op: StoreOp = (
-            CompareAndSetOp(index_key, expected_raw, index.to_json(), ttl)
-            if self.io.compares
-            else SetOp(index_key, index.to_json(), ttl)
-        )
         range_key = self.keys.summary(entry.start, entry.end)
-        ops: list[StoreOp] = [SetOp(range_key, value, ttl), index_op]
+        ops: list[StoreOp] = [
+            SetOp(range_key, value, self.io.ttl),
+            self._index_op(expected_raw, index),
+        ]
         ops += [DeleteOp(self.keys.summary(start, end)) for start, end in delete]
         return value, ops
+
+    def _index_op(self, expected_raw: str | None, index: ThreadIndex) -> StoreOp:
+        """Writing the index: with compare-and-set where the store can, against
+        ``expected_raw``, so that a newer index another worker wrote is never overwritten."""
+        value, ttl = index.to_json(), self.io.ttl
+        if self.io.compares:
+            return CompareAndSetOp(self.keys.index, expected_raw, value, ttl)
+        return SetOp(self.keys.index, value, ttl)
 
     async def write_index(self, expected_raw: str | None, index: ThreadIndex) -> bool:
         """Write the index; with compare-and-set, only if it still holds ``expected_raw``.
@@ -282,11 +287,9 @@ class ThreadCache:
         Returns:
             Whether it was written (``False``: another worker wrote it in between).
         """
-        value = index.to_json()
-        if self.io.compares:
-            return await self.io.compare_and_set(self.keys.index, expected_raw, value)
-        await self.io.set(self.keys.index, value)
-        return True
+        op = self._index_op(expected_raw, index)
+        written = await run_op(self.io, op)
+        return bool(written) if isinstance(op, CompareAndSetOp) else True
 
     async def delete_ranges(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Delete ranges that went stale; a failure only leaves garbage behind."""
