@@ -431,6 +431,7 @@ class MemoryStore:
             return self._apply(op, self._clock())
 
     def _apply(self, op: StoreOp, now: float) -> Any:
+        # The TTL was checked before the lock: by the method that made ``op``, or by check_ops.
         if isinstance(op, GetOp):
             return self._live(op.key, now)
         if isinstance(op, DeleteOp):
@@ -442,12 +443,12 @@ class MemoryStore:
             del self._data[op.key]
             return True
         if isinstance(op, SetOp):
-            self._put(op.key, op.value, validate_ttl(op.ttl), now)
+            self._put(op.key, op.value, op.ttl, now)
             return None
         expected = op.expected if isinstance(op, CompareAndSetOp) else None
         if self._live(op.key, now) != expected:
             return False
-        self._put(op.key, op.value, validate_ttl(op.ttl), now)
+        self._put(op.key, op.value, op.ttl, now)
         return True
 
     async def aclose(self) -> None:
