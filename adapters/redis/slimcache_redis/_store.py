@@ -30,7 +30,6 @@ from slimcache import (
     GetOp,
     SetIfAbsentOp,
     SetOp,
-    StoreError,
     StoreOp,
     StoreTimeout,
 )
@@ -487,9 +486,7 @@ class RedisStore(ClosingStore):
             raise StoreTimeout(
                 f"Redis {operation} of {what} failed: no answer within {self._timeout:g} s"
             ) from exc
-        except StoreError:
-            raise
-        except _DRIVER_ERRORS as exc:
+        except _DRIVER_ERRORS as exc:  # a StoreError (a batch's own calls) is none of them
             raise store_error(
                 f"Redis {operation}", what, exc, timeouts=(RedisTimeoutError,)
             ) from exc
