@@ -771,7 +771,7 @@ class SummarizeCompressor:
 
     def _summary_tokens(self, entry: SummaryEntry) -> int:
         # A hit asks twice (the index's head, then the base), and the next request again: the
-        # summary message's tokens are remembered, so a real tokenizer reads a summary once.
+        # summary message is built from the summary and counted once, not on every ask.
         key = (entry.summary, entry.start, entry.end)
         found = self._summary_token_counts.get(key)
         if found is None:
