@@ -19,6 +19,7 @@ No thread id or namespace can collide with, or reach into, another thread's keys
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from array import array
 from collections.abc import Sequence
@@ -45,6 +46,12 @@ MAX_PLAIN_ID_LENGTH = 128
 MAX_INT_ID_DIGITS = 1000
 MAX_INT_ID_BITS = 3321  # floor(1000 * log2(10))
 
+# An id made only of characters percent-encoding keeps, short enough to stay plain, is its own
+# encoding: the common case (a UUID, a database key) skips the encoder.
+_PLAIN_ID = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_PLAIN_ID_LENGTH}}}")
+# Integers of at most this many bits have at most 127 digits: a sign and all, still plain.
+_PLAIN_INT_BITS = 421
+
 
 def encode_thread_id(thread_id: str | int) -> str:
     """Encode a thread id into a key-safe, injective form.
@@ -57,6 +64,10 @@ def encode_thread_id(thread_id: str | int) -> str:
     Raises:
         InvalidInput: If the id is empty or not a string or integer.
     """
+    if type(thread_id) is str and _PLAIN_ID.fullmatch(thread_id):
+        return thread_id
+    if type(thread_id) is int and thread_id.bit_length() <= _PLAIN_INT_BITS:
+        return str(thread_id)
     if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)):
         raise InvalidInput(
             f"thread_id must be a string or an integer, got {type(thread_id).__name__}"
@@ -87,7 +98,7 @@ def normalize_namespace(namespace: object) -> str:
     """
     if not isinstance(namespace, str):
         raise ConfigurationError(f"namespace must be a string, got {type(namespace).__name__}")
-    if any(ch in namespace for ch in "\r\n\x00"):
+    if "\n" in namespace or "\r" in namespace or "\x00" in namespace:
         raise ConfigurationError("namespace must not contain newlines or NUL")
     if not namespace or namespace.endswith(":"):
         return namespace

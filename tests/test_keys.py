@@ -7,9 +7,10 @@ import json
 import logging
 import struct
 from typing import Any
+from urllib.parse import quote
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from slimcache import InvalidInput, SummaryEntry, ThreadIndex, ThreadKeys, encode_thread_id
@@ -44,6 +45,43 @@ def test_encoded_ids_are_safe_and_bounded(thread_id: str | int) -> None:
     assert "/" not in encoded
     assert "\n" not in encoded
     assert encoded.count("~") <= 1
+
+
+def _encoded_by_definition(thread_id: str | int) -> str:
+    text = str(thread_id)
+    encoded = quote(text, safe="", errors="surrogatepass").replace("~", "%7E")
+    if len(encoded) > MAX_PLAIN_ID_LENGTH:
+        return "~" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return encoded
+
+
+@given(
+    st.one_of(
+        NASTY,
+        # Around the plain-id fast path: only kept characters, or one other among them, at
+        # lengths on both sides of the limit.
+        st.text(alphabet="aZ09_.-", min_size=1, max_size=MAX_PLAIN_ID_LENGTH + 3),
+        st.text(alphabet="aZ09_.-~% \n\u00e9\u0663", min_size=1, max_size=140),
+        st.text(alphabet="aZ09_.-\u00e9\u0663\u212a", min_size=1, max_size=4),
+        st.integers(min_value=-(2**430), max_value=2**430),
+        st.sampled_from([2**421 - 1, -(2**421 - 1), 2**421, -(2**421), 10**127, -(10**127)]),
+    )
+)
+@example("\u00e9t\u00e9")  # word characters that are not ASCII are not kept
+@example("id\u0663")
+@example("\u212a")  # the Kelvin sign, which matches [k] when ignoring case
+@example("a\n")  # a pattern's $ would let the newline through
+def test_the_plain_id_fast_path_encodes_as_the_definition_does(thread_id: str | int) -> None:
+    assert encode_thread_id(thread_id) == _encoded_by_definition(thread_id)
+
+
+def test_a_str_subclass_id_is_encoded_from_its_text() -> None:
+    class Loud(str):
+        def __str__(self) -> str:
+            return "other"
+
+    assert encode_thread_id(Loud("a-1")) == "a-1"
+    assert encode_thread_id(Loud("a/1")) == "a%2F1"
 
 
 def test_examples() -> None:
