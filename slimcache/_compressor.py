@@ -816,9 +816,12 @@ class SummarizeCompressor:
         checked = work.checked
         if outcome != "hit":
             self._stats.naive_input_tokens += self._naive_tokens(checked, start, end)
-        messages = [dict(m) for m in checked.messages[: checked.pinned]]
-        messages.append(self._summary_message(summary, start, end))
-        messages.extend(dict(m) for m in checked.messages[end + 1 :])
+        source = checked.messages
+        messages = [
+            *map(dict, source[: checked.pinned]),
+            self._summary_message(summary, start, end),
+            *map(dict, source[end + 1 :]),
+        ]
         hook = "on_cache_hit" if outcome == "hit" else "on_compress"
         if self._hooks[hook] is not None:  # the event is built only for a hook that takes it
             event = CompressEvent(
