@@ -359,9 +359,10 @@ def read_index(index: ThreadIndex | None, history: History, rules: Rules) -> Ind
         (
             r
             for r in index.ranges
-            if (r.start, r.end) not in stale
+            # The cheap tests first: with a usable head, most listed ranges end at or before it.
+            if (not head_usable or r.end > head.end)
             and r.end <= reach
-            and (not head_usable or r.end > head.end)
+            and (r.start, r.end) not in stale
             and history.matches(r.start, r.end, r.fingerprint)
         ),
         key=lambda r: r.end,
