@@ -7,7 +7,7 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import chain, repeat
 from json.encoder import encode_basestring
 from operator import itemgetter
@@ -494,6 +494,23 @@ _PINNED_KINDS = "".join(sorted(PLAIN_KINDS[role] for role in PINNED_ROLES))
 _COUNT_ALL_UP_TO = 500
 
 
+# Texts shorter than this are counted by approx_tokens (plus the overhead) by table lookup.
+_APPROX_TABLE_SIZE = 1024
+
+
+@lru_cache(maxsize=8)
+def _approx_table(overhead: int) -> list[int]:
+    return [overhead + (length + 3) // 4 for length in range(_APPROX_TABLE_SIZE)]
+
+
+def _approx_counts(contents: list[str], overhead: int) -> list[int]:
+    """``overhead + approx_tokens(text)`` of every text: looked up in C while texts are short."""
+    try:
+        return list(map(_approx_table(overhead).__getitem__, map(len, contents)))
+    except IndexError:  # a text of the table's size or longer
+        return [overhead + (length + 3) // 4 for length in map(len, contents)]
+
+
 def _only_unhashed_extras(messages: Sequence[dict[str, Any]]) -> bool:
     """Whether the messages' other keys are only a valid "id" and "metadata"."""
     if not _BULK_KEYS_WITH_EXTRAS.issuperset(chain.from_iterable(messages)):
@@ -535,7 +552,7 @@ def _check_in_bulk(
     tokens: Sequence[int]
     if counter is approx_tokens and count <= _COUNT_ALL_UP_TO:
         # Cheaper to count them all at once than to keep track of which were read.
-        tokens = [overhead + (length + 3) // 4 for length in map(len, contents)]
+        tokens = _approx_counts(contents, overhead)
     else:
         tokens = LazyTokens(contents, counter, overhead)
     pinned = count - len(kinds.lstrip(_PINNED_KINDS))

@@ -159,6 +159,24 @@ def test_any_text_messages_validate_and_count(texts: list[str]) -> None:
     assert checked.tokens == [4 + approx_tokens(t) for t in texts]
 
 
+@given(
+    st.lists(
+        st.one_of(st.integers(0, 40), st.integers(1018, 1030), st.integers(4090, 4100)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 50),
+)
+def test_plain_turns_of_any_length_count_as_approx_tokens_says(
+    lengths: list[int], overhead: int
+) -> None:
+    # Short texts are counted by table lookup, longer ones by arithmetic: both as approx_tokens.
+    texts = ["\u00e9" * length for length in lengths]
+    messages = [{"role": ("user", "assistant")[i % 2], "content": t} for i, t in enumerate(texts)]
+    checked = check_messages(messages, approx_tokens, overhead)
+    assert list(checked.tokens) == [overhead + approx_tokens(t) for t in texts]
+
+
 # ---------------------------------------------------------------- nesting, cycles, odd values
 
 
