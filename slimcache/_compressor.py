@@ -544,7 +544,9 @@ class SummarizeCompressor:
         if first and view.invalidated:
             self._stats.invalidations += 1
             logger.info("thread %s: cached ranges no longer match the history", cache.keys.encoded)
-        fetched = await cache.read_ranges([(r.start, r.end) for r in view.candidates])
+        fetched: list[SummaryEntry | None] = []
+        if view.candidates:  # usually none: the head is the longest range that matches
+            fetched = await cache.read_ranges([(r.start, r.end) for r in view.candidates])
         base, gone = pick_base(view, fetched, self._rules)
         decision = decide(history, base, self._rules, force=force)
         return _Plan(index_raw, view, base, gone, decision)
