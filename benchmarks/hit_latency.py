@@ -38,7 +38,8 @@ Usage::
 
     uv run python benchmarks/hit_latency.py [--ops N] [--rounds R]
         [--stores memory,redis,sqlite,postgres,s3] [--fingerprint content|id] [--pad N]
-        [--parsed] [--unseen] [--counter approx|words] [--alternate] [--no-profile]
+        [--parsed] [--unseen] [--counter approx|words] [--alternate]
+        [--placement pinned|same|apart|os] [--no-profile]
 
 ``--fingerprint id`` gives every message a string ``id`` and builds the compressors with
 ``fingerprint="id"``, so a hit hashes the ids instead of the messages' text. ``--pad N`` adds
@@ -59,6 +60,14 @@ each with the default options), so each runs after calls of its own kind. ``--al
 them take turns call by call instead, so each runs after the others, as the calls of a server
 that does other work between them do.
 
+Where the processes run moves the Redis figures more than anything else: on loopback a GET is
+mostly the two processes waking each other, which takes longer across two CPUs than on one. By
+default (``--placement pinned``, on Linux) Redis is timed twice, with this process and every
+thread of the server pinned to one CPU (``redis same``), then to a CPU each (``redis apart``),
+so each figure is the same from run to run; ``--placement same|apart`` times one of them, and
+``--placement os`` leaves both to the scheduler, which gives either, or moves the processes
+between CPUs, from one run to the next.
+
 Every run also times a hit with the default settings on the memory store, at its start and at
 its end, as a reference for how fast the machine runs at the time.
 
@@ -74,14 +83,15 @@ import asyncio
 import cProfile
 import io
 import json
+import os
 import pstats
 import re
 import statistics
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -295,6 +305,63 @@ def pair(name: str, servers: dict[str, Any]) -> AbstractAsyncContextManager[Pair
     return memory_pair() if name == "memory" else server_pair(name, servers)
 
 
+# -- where the processes run --------------------------------------------------------------------
+
+# How the benchmark process and the Redis server share the machine's CPUs. On loopback, a GET's
+# time is mostly the two processes waking each other: on one CPU the kernel switches from one to
+# the other; on two, each wakes on its own CPU. Left to the scheduler, a run gets either, or
+# processes moved between CPUs, so the raw GET (and every ratio to it) changes from run to run.
+Placement = Literal["same", "apart", "os"]
+PLACEMENTS: tuple[Placement, ...] = ("same", "apart", "os")
+
+
+def placements_here() -> tuple[Placement, ...]:
+    """The pinned placements this machine allows: Linux affinity, and two CPUs for "apart"."""
+    if not hasattr(os, "sched_setaffinity"):
+        return ()
+    cpus = len(os.sched_getaffinity(0))
+    return ("same", "apart") if cpus >= 2 else ("same",)
+
+
+def _threads_of(pid: int) -> list[int]:
+    """Every thread of process ``pid`` (a thread's affinity is its own)."""
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return [pid]
+
+
+@contextmanager
+def placed(placement: Placement, server_pid: int | None) -> Iterator[None]:
+    """Pin this thread and every thread of ``server_pid`` as ``placement`` says, then restore.
+
+    "same": both on this process's first CPU; "apart": the server on its second; "os": as the
+    scheduler places them (nothing pinned).
+    """
+    if placement == "os" or server_pid is None:
+        yield
+        return
+    mine = os.sched_getaffinity(0)
+    theirs = {tid: os.sched_getaffinity(tid) for tid in _threads_of(server_pid)}
+    cpus = sorted(mine)
+    server_cpu = cpus[0] if placement == "same" else cpus[1]
+    try:
+        for tid in theirs:
+            os.sched_setaffinity(tid, {server_cpu})
+        os.sched_setaffinity(0, {cpus[0]})
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+        for tid, cpus_before in theirs.items():
+            with suppress(OSError):  # the thread has ended
+                os.sched_setaffinity(tid, cpus_before)
+
+
+def server_pid(name: str, servers: dict[str, Any]) -> int | None:
+    """The pid of the single server process of store ``name``, if it has one to pin."""
+    return int(servers["redis"].pid) if name == "redis" else None
+
+
 # -- measuring ----------------------------------------------------------------------------------
 
 
@@ -309,6 +376,12 @@ class Row:
     store_get_us: float
     raw_us: float
     check_after_get_us: float
+    placement: Placement = "os"
+
+    @property
+    def label(self) -> str:
+        """The store, and where its server ran when this run pinned it."""
+        return self.store if self.placement == "os" else f"{self.store} {self.placement}"
 
     @property
     def ratio(self) -> float:
@@ -408,8 +481,12 @@ async def bench_store(
     rounds: int,
     parsed: bool = False,
     alternate: bool = False,
+    placement: Placement = "os",
 ) -> list[Row]:
-    """Time hits, the store's own GET and raw GETs of one store, in interleaved rounds."""
+    """Time hits, the store's own GET and raw GETs of one store, in interleaved rounds.
+
+    ``placement`` is only recorded in the rows: the caller pins the processes (:func:`placed`).
+    """
     per_round = max(1, ops // rounds)
     rows: list[Row] = []
     async with pair(name, servers) as contender:
@@ -449,6 +526,7 @@ async def bench_store(
                     store_get_us=median["store.get"],
                     raw_us=median["raw"],
                     check_after_get_us=await _checks_after_gets(subject, per_round * rounds),
+                    placement=placement,
                 )
             )
     return rows
@@ -480,13 +558,13 @@ async def profile_memory_hit(thread: Thread, calls: int) -> str:
 def render(rows: list[Row]) -> str:
     """The comparison as a plain-text table."""
     header = (
-        f"{'store':<10}{'messages':>9}{'index chars':>13}{'hit median us':>15}"
+        f"{'store':<13}{'messages':>9}{'index chars':>13}{'hit median us':>15}"
         f"{'raw GET median us':>19}{'ratio':>10}{'cpu us/msg':>12}{'store.get us':>14}"
     )
     lines = [header, "-" * len(header)]
     for row in rows:
         lines.append(
-            f"{row.store:<10}{row.messages:>9,}{row.index_chars:>13,}{row.hit_us:>15.1f}"
+            f"{row.label:<13}{row.messages:>9,}{row.index_chars:>13,}{row.hit_us:>15.1f}"
             f"{row.raw_us:>19.1f}{row.ratio:>9.2f}x{row.cpu_per_message_us:>12.3f}"
             f"{row.store_get_us:>14.1f}"
         )
@@ -506,8 +584,8 @@ class Cost:
 def costs(rows: list[Row]) -> list[Cost]:
     """Split each store's hits into per-message and fixed costs (needs two history sizes)."""
     found: list[Cost] = []
-    for store in dict.fromkeys(row.store for row in rows):
-        mine = sorted((row for row in rows if row.store == store), key=lambda row: row.messages)
+    for store in dict.fromkeys(row.label for row in rows):
+        mine = sorted((row for row in rows if row.label == store), key=lambda row: row.messages)
         if len(mine) < 2:
             continue
         small, large = mine[0], mine[-1]
@@ -521,14 +599,14 @@ def render_costs(found: list[Cost], sizes: Sequence[int]) -> str:
     """The per-message and fixed costs as a plain-text table."""
     checks = " / ".join(f"{size:,}" for size in sizes)
     header = (
-        f"{'store':<10}{'per message us':>16}{'fixed us':>10}"
+        f"{'store':<13}{'per message us':>16}{'fixed us':>10}"
         f"   check_messages right after a raw GET, {checks} messages (us)"
     )
     lines = [header, "-" * len(header)]
     for cost in found:
         after = " / ".join(f"{us:.1f}" for us in cost.checks_after_get_us)
         lines.append(
-            f"{cost.store:<10}{cost.per_message_us:>16.3f}{cost.fixed_us:>10.1f}   {after}"
+            f"{cost.store:<13}{cost.per_message_us:>16.3f}{cost.fixed_us:>10.1f}   {after}"
         )
     return "\n".join(lines)
 
@@ -539,8 +617,13 @@ def targets(rows: list[Row], found: list[Cost]) -> list[str]:
     for row in rows:
         if row.store == "redis" and row.messages == SIZES[0]:
             verdict = "met" if row.ratio <= HIT_TARGET_RATIO else "NOT met"
+            where = {
+                "same": " (both processes on one CPU)",
+                "apart": " (each process on a CPU of its own)",
+                "os": "",
+            }[row.placement]
             lines.append(
-                f"200-message hit on redis: {row.ratio:.2f}x one raw Redis GET "
+                f"200-message hit on redis{where}: {row.ratio:.2f}x one raw Redis GET "
                 f"(target: at most {HIT_TARGET_RATIO:g}x): {verdict}"
             )
     for cost in found:
@@ -587,8 +670,23 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="hit, store.get and raw GET take turns call by call, not in runs of a round's calls",
     )
+    parser.add_argument(
+        "--placement",
+        choices=("pinned", *PLACEMENTS),
+        default="pinned",
+        help="where the Redis server runs beside this process: pinned (default: 'same' and "
+        "'apart' in turn, where the machine allows), same (one CPU), apart (a CPU each), os "
+        "(left to the scheduler)",
+    )
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile table")
     args = parser.parse_args(argv)
+    here = placements_here()
+    if args.placement == "pinned":
+        args.placements = here or ("os",)
+    elif args.placement != "os" and args.placement not in here:
+        parser.error(f"--placement {args.placement} needs Linux CPU affinity (and two CPUs)")
+    else:
+        args.placements = (args.placement,)
     chosen = [s.strip() for s in args.stores.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(STORES))
     if unknown:
@@ -631,16 +729,21 @@ async def _run(args: argparse.Namespace) -> tuple[list[Row], str | None, tuple[f
     rows: list[Row] = []
     with running_servers(set(args.stores)) as servers:
         for name in args.stores:
-            print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
-            rows += await bench_store(
-                name,
-                servers,
-                threads,
-                ops=args.ops,
-                rounds=args.rounds,
-                parsed=args.parsed,
-                alternate=args.alternate,
-            )
+            pid = server_pid(name, servers)
+            placements: tuple[Placement, ...] = args.placements if pid is not None else ("os",)
+            for placement in placements:
+                print(f"benchmarking {name} ({placement}) ...", file=sys.stderr, flush=True)
+                with placed(placement, pid):
+                    rows += await bench_store(
+                        name,
+                        servers,
+                        threads,
+                        ops=args.ops,
+                        rounds=args.rounds,
+                        parsed=args.parsed,
+                        alternate=args.alternate,
+                        placement=placement,
+                    )
     if args.unseen:
         hashed.limit(max_chars=MAX_CHARS, max_entries=MAX_ENTRIES)
         reference = await build_thread(SIZES[0])  # hashed again, as by the default run
@@ -658,13 +761,15 @@ def main(argv: list[str] | None = None) -> int:
         f"cache hit of compress() vs one raw GET of the index's size: {per_size} of each per "
         f"store and size, {args.rounds} interleaved rounds, fingerprint={args.fingerprint}, "
         f"pad={args.pad}, parsed={args.parsed}, unseen={args.unseen}, counter={args.counter}, "
-        f"alternate={args.alternate}, "
-        f"Python {sys.version.split()[0]}"
+        f"alternate={args.alternate}, redis placement={','.join(args.placements)}, "
+        f"{len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} "
+        f"CPUs, Python {sys.version.split()[0]}"
     )
     print(render(rows))
     print(
         "ratio = hit / raw GET; cpu us/msg = (hit - raw GET) / messages; store.get us = the "
-        "slimcache store's own get of the index, for reference"
+        "slimcache store's own get of the index, for reference; redis same = this process and "
+        "the server pinned to one CPU, redis apart = to a CPU each"
     )
     found = costs(rows)
     if found:
