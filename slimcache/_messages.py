@@ -8,7 +8,7 @@ import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from itertools import chain, repeat
+from itertools import repeat
 from json.encoder import encode_basestring
 from operator import itemgetter
 from typing import Any, cast, overload
@@ -484,7 +484,6 @@ _DICT_ONLY = {dict}
 _STR_ONLY = {str}
 _NONE_ONLY = {type(None)}
 _ROLE_OF = itemgetter("role")
-_BULK_KEYS_WITH_EXTRAS = frozenset({"role", "content", "id", "metadata"})
 _ID_TYPES = frozenset({str, int, type(None)})  # bool is its own type: not an id
 _PLAIN_METADATA_TYPES = frozenset({dict, type(None)})
 _CONTENT_OF = itemgetter("content")
@@ -512,12 +511,21 @@ def _approx_counts(contents: list[str], overhead: int) -> list[int]:
         return [overhead + (length + 3) // 4 for length in map(len, contents)]
 
 
-def _only_unhashed_extras(messages: Sequence[dict[str, Any]]) -> bool:
-    """Whether the messages' other keys are only a valid "id" and "metadata"."""
-    if not _BULK_KEYS_WITH_EXTRAS.issuperset(chain.from_iterable(messages)):
+def _only_unhashed_extras(messages: Sequence[dict[str, Any]], keys: int) -> bool:
+    """Whether the messages' other keys are only a valid "id" and "metadata".
+
+    Every message has a role and content, and ``keys`` keys in all: the others are only ids
+    and metadata exactly when they number as many as the messages holding each. Counting
+    them is two passes in C, where listing every key of every message was a pass per key.
+    """
+    with_id = sum(map(dict.__contains__, messages, repeat("id")))
+    with_metadata = keys - 2 * len(messages) - with_id
+    if with_metadata and with_metadata != sum(map(dict.__contains__, messages, repeat("metadata"))):
         return False
-    if not _ID_TYPES.issuperset(map(type, map(dict.get, messages, repeat("id")))):
+    if with_id and not _ID_TYPES.issuperset(map(type, map(dict.get, messages, repeat("id")))):
         return False
+    if not with_metadata:
+        return True
     metadata = list(map(dict.get, messages, repeat("metadata")))
     if _PLAIN_METADATA_TYPES.issuperset(map(type, metadata)):
         return True
@@ -544,8 +552,10 @@ def _check_in_bulk(
         return None
     # Every dict has a role and content; with two keys each, it has nothing else. Otherwise
     # the only other keys may be the ones never hashed: an "id" and "metadata".
-    if sum(map(len, messages)) != 2 * count and not _only_unhashed_extras(
-        cast("Sequence[dict[str, Any]]", messages)  # every one is a dict, checked above
+    keys = sum(map(len, messages))
+    if keys != 2 * count and not _only_unhashed_extras(
+        cast("Sequence[dict[str, Any]]", messages),  # every one is a dict, checked above
+        keys,
     ):
         return None
     if set(map(type, contents)) != _STR_ONLY:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -23,6 +24,7 @@ from slimcache import (
 )
 from slimcache._messages import (
     DEFAULT_MESSAGE_OVERHEAD,
+    JSON_KIND,
     MAX_NESTING,
     NON_TEXT_PART_TOKENS,
     ROLES,
@@ -661,6 +663,51 @@ def test_turns_with_ids_and_metadata_checked_in_bulk_match_the_message_by_messag
 
     # A "name" of None is hashed as no name, and makes the list leave the bulk path.
     assert outcome(messages) == outcome([{**m, "name": None} for m in messages])
+
+
+_TURNS_WITH_OTHER_KEYS = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "user", "assistant"]), "content": st.text()},
+        optional={
+            "id": st.one_of(st.none(), st.text(max_size=3), st.integers()),
+            "metadata": st.one_of(st.none(), st.dictionaries(st.text(max_size=2), st.integers())),
+            # Hashed, so a list holding one must leave the bulk path.
+            "name": st.text(max_size=3),
+            # Neither hashed nor checked: taken by the message-by-message path only.
+            "extra": st.integers(),
+        },
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TURNS_WITH_OTHER_KEYS)
+def test_turns_with_keys_other_than_id_and_metadata_leave_the_bulk_path(
+    messages: list[dict[str, Any]],
+) -> None:
+    def outcome(checked: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+        result = check_messages(checked)
+        return (result.kinds, list(result.payloads), result.tokens, result.pinned)
+
+    # Read-only mappings that are not dicts take the message-by-message path, whatever keys.
+    assert outcome(messages) == outcome([MappingProxyType(m) for m in messages])
+
+
+def test_ids_and_metadata_do_not_cover_for_a_hashed_key_on_another_message() -> None:
+    # Four keys beyond the roles and contents: an id, two metadata and a name. However the
+    # others are counted, the name must send the list down the message-by-message path.
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi", "id": "a", "metadata": {"k": 1}},
+        {"role": "assistant", "content": "hello", "name": "bot"},
+        {"role": "user", "content": "bye", "metadata": None},
+    ]
+    checked = check_messages(messages)
+    assert checked.kinds == "u" + JSON_KIND + "u"
+    one_by_one = check_messages([MappingProxyType(m) for m in messages])
+    assert list(checked.payloads) == list(one_by_one.payloads)
+    assert checked.payloads[1] != "hello"  # the name is in what is hashed
 
 
 class Counted:
