@@ -346,9 +346,12 @@ def placed(placement: Placement, server_pid: int | None) -> Iterator[None]:
     cpus = sorted(mine)
     server_cpu = cpus[0] if placement == "same" else cpus[1]
     try:
-        for tid in theirs:
-            os.sched_setaffinity(tid, {server_cpu})
-        os.sched_setaffinity(0, {cpus[0]})
+        try:
+            for tid in theirs:
+                os.sched_setaffinity(tid, {server_cpu})
+            os.sched_setaffinity(0, {cpus[0]})
+        except OSError as exc:
+            raise RuntimeError(f"could not pin the processes ({exc}); try --placement os") from exc
         yield
     finally:
         os.sched_setaffinity(0, mine)
