@@ -614,8 +614,8 @@ def test_plain_lists_checked_in_bulk_match_the_message_by_message_path(
     messages: list[dict[str, Any]],
 ) -> None:
     bulk = check_messages(messages)
-    # A "name" of None is hashed as no name, and makes the list leave the bulk path.
-    one_by_one = check_messages([{**m, "name": None} for m in messages])
+    # Read-only mappings that are not dicts take the message-by-message path.
+    one_by_one = check_messages([MappingProxyType(m) for m in messages])
     assert bulk.canonical == one_by_one.canonical
     assert bulk.kinds == one_by_one.kinds
     assert list(bulk.payloads) == list(one_by_one.payloads)
@@ -654,15 +654,15 @@ _TURNS_WITH_EXTRAS = st.lists(
 def test_turns_with_ids_and_metadata_checked_in_bulk_match_the_message_by_message_path(
     messages: list[dict[str, Any]],
 ) -> None:
-    def outcome(checked: list[dict[str, Any]]) -> tuple[Any, ...]:
+    def outcome(checked: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
         try:
             result = check_messages(checked)
         except InvalidInput as exc:
             return ("invalid", exc.index)
         return (result.kinds, list(result.payloads), result.tokens, result.pinned)
 
-    # A "name" of None is hashed as no name, and makes the list leave the bulk path.
-    assert outcome(messages) == outcome([{**m, "name": None} for m in messages])
+    # Read-only mappings that are not dicts take the message-by-message path.
+    assert outcome(messages) == outcome([MappingProxyType(m) for m in messages])
 
 
 _TURNS_WITH_OTHER_KEYS = st.lists(
