@@ -642,6 +642,10 @@ _TURNS_WITH_EXTRAS = st.lists(
                 st.dictionaries(st.text(), st.integers()).map(MappingProxyType),
                 st.lists(st.integers()),
             ),
+            # Hashed, so a list holding one must leave the bulk path.
+            "name": st.text(max_size=3),
+            # Neither hashed nor checked: taken by the message-by-message path only.
+            "extra": st.integers(),
         },
     ),
     min_size=1,
@@ -651,7 +655,7 @@ _TURNS_WITH_EXTRAS = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(_TURNS_WITH_EXTRAS)
-def test_turns_with_ids_and_metadata_checked_in_bulk_match_the_message_by_message_path(
+def test_turns_with_other_keys_checked_in_bulk_match_the_message_by_message_path(
     messages: list[dict[str, Any]],
 ) -> None:
     def outcome(checked: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
@@ -662,36 +666,6 @@ def test_turns_with_ids_and_metadata_checked_in_bulk_match_the_message_by_messag
         return (result.kinds, list(result.payloads), result.tokens, result.pinned)
 
     # Read-only mappings that are not dicts take the message-by-message path.
-    assert outcome(messages) == outcome([MappingProxyType(m) for m in messages])
-
-
-_TURNS_WITH_OTHER_KEYS = st.lists(
-    st.fixed_dictionaries(
-        {"role": st.sampled_from(["system", "user", "assistant"]), "content": st.text()},
-        optional={
-            "id": st.one_of(st.none(), st.text(max_size=3), st.integers()),
-            "metadata": st.one_of(st.none(), st.dictionaries(st.text(max_size=2), st.integers())),
-            # Hashed, so a list holding one must leave the bulk path.
-            "name": st.text(max_size=3),
-            # Neither hashed nor checked: taken by the message-by-message path only.
-            "extra": st.integers(),
-        },
-    ),
-    min_size=1,
-    max_size=12,
-)
-
-
-@settings(max_examples=500, deadline=None)
-@given(_TURNS_WITH_OTHER_KEYS)
-def test_turns_with_keys_other_than_id_and_metadata_leave_the_bulk_path(
-    messages: list[dict[str, Any]],
-) -> None:
-    def outcome(checked: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
-        result = check_messages(checked)
-        return (result.kinds, list(result.payloads), result.tokens, result.pinned)
-
-    # Read-only mappings that are not dicts take the message-by-message path, whatever keys.
     assert outcome(messages) == outcome([MappingProxyType(m) for m in messages])
 
 
