@@ -64,8 +64,9 @@ Where the processes run moves the Redis figures more than anything else: on loop
 mostly the two processes waking each other, which takes longer across two CPUs than on one. By
 default (``--placement pinned``, on Linux) Redis is timed twice, with this process and every
 thread of the server pinned to one CPU (``redis same``), then to a CPU each (``redis apart``),
-so each figure is the same from run to run; ``--placement same|apart`` times one of them, and
-``--placement os`` leaves both to the scheduler, which gives either, or moves the processes
+which steadies the raw GET (on one CPU it repeats within a few percent; on two virtual CPUs it
+still has two speeds, from one run to another); ``--placement same|apart`` times one of them,
+and ``--placement os`` leaves both to the scheduler, which gives either, or moves the processes
 between CPUs, from one run to the next.
 
 Every run also times a hit with the default settings on the memory store, at its start and at
