@@ -536,13 +536,19 @@ async def bench_store(
     return rows
 
 
-async def profile_memory_hit(thread: Thread, calls: int) -> str:
-    """cProfile's top 10 by own time over ``calls`` hits on the memory store."""
+async def memory_hitting(thread: Thread) -> tuple[MemoryStore, SummarizeCompressor]:
+    """A memory store holding ``thread``'s entries, and a compressor whose next call is a hit."""
     store = MemoryStore()
     for key, value in thread.entries.items():
         await store.set(key, value)
     hitting = compressor(store, thread.fingerprint, thread.counter)
     await _check_is_hit(hitting, thread, "memory")
+    return store, hitting
+
+
+async def profile_memory_hit(thread: Thread, calls: int) -> str:
+    """cProfile's top 10 by own time over ``calls`` hits on the memory store."""
+    store, hitting = await memory_hitting(thread)
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(calls):
@@ -710,11 +716,7 @@ async def reference_hit_us(reference: Thread, calls: int = REFERENCE_CALLS) -> f
     runs Python at the time, so that runs with different options can be told apart from a
     machine that has slowed down or sped up in between.
     """
-    store = MemoryStore()
-    for key, value in reference.entries.items():
-        await store.set(key, value)
-    hitting = compressor(store)
-    await _check_is_hit(hitting, reference, "memory")
+    store, hitting = await memory_hitting(reference)
     samples: list[int] = []
     await _timed_hits(hitting, reference, calls, samples, parsed=False)
     await store.aclose()
