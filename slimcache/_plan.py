@@ -51,11 +51,16 @@ class History:
         checked: The messages.
         by_id: Fingerprint messages that have an ``id`` by their id alone (see
             :func:`slimcache._messages.ids_as_records`).
+        first: Where every range starts: right after the pinned messages (the default), or
+            0 for ranges that cover the pinned messages too (``cached_summarizer``'s).
     """
 
-    def __init__(self, checked: CheckedMessages, *, by_id: bool = False) -> None:
+    def __init__(
+        self, checked: CheckedMessages, *, by_id: bool = False, first: int | None = None
+    ) -> None:
         self.checked = checked
         self.pinned = checked.pinned
+        self.first = checked.pinned if first is None else first
         self.total = len(checked)
         self.by_id = by_id
         self._fingerprints: dict[int, str] = {}
@@ -67,44 +72,50 @@ class History:
 
     @cached_property
     def chain(self) -> list[str]:
-        """``chain[i - pinned]``: the older per-message fingerprint of ``pinned..i``."""
-        return fingerprint_chain(self.checked.canonical, self.pinned)
+        """``chain[i - first]``: the older per-message fingerprint of ``first..i``."""
+        return fingerprint_chain(self.checked.canonical, self.first)
 
     def fingerprint(self, end: int) -> str:
-        """Fingerprint of messages ``pinned..end`` (the form new entries are written with)."""
+        """Fingerprint of messages ``first..end`` (the form new entries are written with)."""
         found = self._fingerprints.get(end)
         if found is None:
             kinds, payloads = self._records
-            found = fingerprint_range(kinds, payloads, self.pinned, end)
+            found = fingerprint_range(kinds, payloads, self.first, end)
             self._fingerprints[end] = found
-            hashed.remember(found, kinds, payloads, self.pinned, end)
+            hashed.remember(found, kinds, payloads, self.first, end)
         return found
 
-    def _same(self, end: int, fingerprint: str) -> bool:
+    def same(self, end: int, fingerprint: str) -> bool:
+        """Whether messages ``first..end`` (``end`` inside the history) have ``fingerprint``.
+
+        Either form is checked: :func:`~slimcache._keys.fingerprint_range`'s, by comparison
+        with what this process hashed when it can, or the older per-message chain's.
+        """
         if fingerprint.startswith(FINGERPRINT_PREFIX):
             if end not in self._fingerprints:
                 # Equal to what this process hashed into it: no need to hash again.
                 kinds, payloads = self._records
-                if hashed.holds(fingerprint, kinds, payloads, self.pinned, end):
+                if hashed.holds(fingerprint, kinds, payloads, self.first, end):
                     self._fingerprints[end] = fingerprint
             return self.fingerprint(end) == fingerprint
         if ":" in fingerprint or self.by_id:
             # An unknown format (a newer version's, say), or the older chain, which hashed
             # content, when ids are what is trusted: a miss, then replaced.
             return False
-        return self.chain[end - self.pinned] == fingerprint
+        return self.chain[end - self.first] == fingerprint
 
     def matches(self, start: int, end: int, fingerprint: str) -> bool:
         """Whether a range is a valid summary range of this history.
 
-        It must start right after the pinned messages, end inside the history on a whole unit
-        (never between a tool call and its results), and its fingerprint must match.
+        It must start at ``first`` (right after the pinned messages), end inside the history
+        on a whole unit (never between a tool call and its results), and its fingerprint must
+        match.
         """
         return (
-            start == self.pinned
-            and self.pinned <= end < self.total
+            start == self.first
+            and self.first <= end < self.total
             and self.checked.unit_end[end] == end
-            and self._same(end, fingerprint)
+            and self.same(end, fingerprint)
         )
 
     def contradicts(self, start: int, end: int, fingerprint: str) -> bool:

@@ -28,8 +28,9 @@ from slimcache._compressor import DEFAULT_SUMMARY_TEMPLATE
 from slimcache._config import check_seconds_or_none
 from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
-from slimcache._keys import ThreadKeys, fingerprint_chain, normalize_namespace
+from slimcache._keys import ThreadKeys, normalize_namespace
 from slimcache._messages import CheckedMessages, Message, approx_tokens, check_messages
+from slimcache._plan import History
 from slimcache._results import Stats
 from slimcache._store import MemoryStore, Store, positive_int, validate_ttl
 from slimcache._summarizer import (
@@ -71,16 +72,26 @@ class _WrapKeys:
 
 
 class _History:
-    """One call's messages: fingerprints of every prefix and what the store may serve."""
+    """One call's messages, and which ranges from the first message they still hold.
+
+    A range's fingerprint is checked as the compressor checks its own (see
+    :class:`slimcache._plan.History`): by comparison with what this process hashed when it
+    can, so a repeated call does not hash every message again; entries written with the older
+    per-message chain are still checked with it.
+    """
 
     def __init__(self, checked: CheckedMessages) -> None:
         self.checked = checked
         self.last = len(checked) - 1
-        self.chain = fingerprint_chain(checked.canonical, 0)
+        self._prefixes = History(checked, first=0)
+
+    def fingerprint(self) -> str:
+        """The fingerprint of all the messages, as a new entry is written with."""
+        return self._prefixes.fingerprint(self.last)
 
     def matches(self, start: int, end: int, fingerprint: str) -> bool:
         """A range from the first message that these messages still hold unchanged."""
-        return start == 0 and end <= self.last and self.chain[end] == fingerprint
+        return start == 0 and 0 <= end <= self.last and self._prefixes.same(end, fingerprint)
 
     def contradicts(self, start: int, end: int, fingerprint: str) -> bool:
         """A range inside these messages that no longer matches them (an edit)."""
@@ -177,7 +188,6 @@ class CachedSummarizer:
             raise InvalidInput("messages must not be empty: there is nothing to summarize")
         keys = _WrapKeys(thread_id, self._namespace) if thread_id is not None else None
         self._stats.requests += 1
-        self._stats.naive_input_tokens += sum(checked.tokens)
         if keys is None:
             return await self._uncached(checked, None)
         history = _History(checked)
@@ -190,14 +200,17 @@ class CachedSummarizer:
             return await self._uncached(checked, str(thread_id))
         index_raw, index, exact_raw, base = found
         if base is not None and base.end == history.last:
+            # The entry records the tokens of the very messages it covers: a hit counts none.
+            self._stats.naive_input_tokens += base.covered_tokens
             self._stats.cache_hits += 1
             return base.summary
+        self._stats.naive_input_tokens += sum(checked.tokens)
         summary = await self._summarize(history, base, str(thread_id))
         entry = SummaryEntry(
             thread=keys.encoded,
             start=0,
             end=history.last,
-            fingerprint=history.chain[history.last],
+            fingerprint=history.fingerprint(),
             summary=summary,
             summary_tokens=approx_tokens(summary),
             covered_tokens=sum(checked.tokens),
@@ -219,9 +232,6 @@ class CachedSummarizer:
     def _usable(self, entry: SummaryEntry) -> bool:
         return entry.summarizer == self._summarizer_id
 
-    def _serves(self, entry: SummaryEntry | None, fingerprint: str) -> bool:
-        return entry is not None and entry.fingerprint == fingerprint and self._usable(entry)
-
     async def _lookup(
         self, keys: _WrapKeys, history: _History
     ) -> tuple[str | None, ThreadIndex | None, str | None, SummaryEntry | None]:
@@ -229,7 +239,11 @@ class CachedSummarizer:
         index_raw, exact_raw = await self._io.get_many([keys.index, keys.summary(0, history.last)])
         index = ThreadIndex.parse(index_raw, thread=keys.encoded)
         exact = SummaryEntry.parse(exact_raw, thread=keys.encoded, start=0, end=history.last)
-        if self._serves(exact, history.chain[-1]):
+        if (
+            exact is not None
+            and self._usable(exact)
+            and history.matches(0, history.last, exact.fingerprint)
+        ):
             return index_raw, index, exact_raw, exact
         if index is None:
             return index_raw, index, exact_raw, None
@@ -271,8 +285,10 @@ class CachedSummarizer:
 
     async def _uncached(self, checked: CheckedMessages, thread_id: str | None) -> str:
         self._stats.uncached += 1
+        tokens = sum(checked.tokens)
+        self._stats.naive_input_tokens += tokens
         return await self._call(
-            self._original, "summarize", checked, 0, None, thread_id, tokens=sum(checked.tokens)
+            self._original, "summarize", checked, 0, None, thread_id, tokens=tokens
         )
 
     async def _summarize(self, history: _History, base: SummaryEntry | None, thread: str) -> str:

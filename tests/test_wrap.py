@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import threading
@@ -12,17 +13,30 @@ from typing import Any
 
 import pytest
 
+import slimcache._plan
 from slimcache import (
     CachedSummarizer,
     ConfigurationError,
     InvalidInput,
     MemoryStore,
+    RangeRef,
     Store,
     StoreError,
     SummarizerError,
+    SummaryEntry,
     ThreadIndex,
     ThreadKeys,
+    approx_tokens,
     cached_summarizer,
+    fingerprint_chain,
+)
+from slimcache._hashed import HashedRanges
+from slimcache._keys import FINGERPRINT_PREFIX, fingerprint_range
+from slimcache._messages import (
+    DEFAULT_MESSAGE_OVERHEAD,
+    CheckedMessages,
+    LazyTokens,
+    check_messages,
 )
 from slimcache.testing import StoreFactory
 from tests.fakes import FailingStore, chat
@@ -202,6 +216,142 @@ async def test_threads_and_namespaces_are_apart(make_store: StoreFactory) -> Non
     assert len(original.calls) == 3
     index, _ = keys_of("a", "other")
     assert await store.get(index) is not None
+
+
+# ---------------------------------------------------------------- what a repeated call costs
+
+
+def counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the fingerprint computations, with a table of what was hashed of its own; and
+    make any per-message canonical JSON (the older chain's input) an error."""
+    calls: list[int] = []
+
+    def counted(kinds: str, payloads: Any, start: int, end: int) -> str:
+        calls.append(end)
+        return fingerprint_range(kinds, payloads, start, end)
+
+    def no_canonical(self: CheckedMessages) -> list[bytes]:
+        raise AssertionError("encoded every message as canonical JSON")
+
+    monkeypatch.setattr(slimcache._plan, "fingerprint_range", counted)
+    monkeypatch.setattr(slimcache._plan, "hashed", HashedRanges())
+    monkeypatch.setattr(CheckedMessages, "canonical", property(no_canonical))
+    return calls
+
+
+async def test_a_repeated_call_hashes_nothing_the_process_hashed_before(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = counting_hashes(monkeypatch)
+    store = await make_store()
+    original = AsyncOriginal()
+    history = chat(30)
+    summary = await wrap(original, store)(history, thread_id="t")
+    assert calls == [len(history) - 1]
+    calls.clear()
+    # A stateless server: every request a new wrapper and freshly parsed messages.
+    for _ in range(3):
+        parsed = json.loads(json.dumps(history))
+        assert await wrap(original, store)(parsed, thread_id="t") == summary
+    assert calls == []
+    assert len(original.calls) == 1
+
+    edited = json.loads(json.dumps(history))
+    edited[7]["content"] += " (edited)"
+    await wrap(original, store)(edited, thread_id="t")
+    assert calls  # hashed, not taken from the table
+    assert original.calls[1] == edited
+
+
+async def test_new_entries_carry_range_fingerprints(make_store: StoreFactory) -> None:
+    store = await make_store()
+    summarize = wrap(AsyncOriginal(), store)
+    history = chat(5)
+    await summarize(history, thread_id="t")
+    raw = (await stored(store, "t", [len(history) - 1]))[f"0-{len(history) - 1}"]
+    assert raw is not None
+    entry = SummaryEntry.parse(raw, thread=ThreadKeys("t").encoded, start=0, end=len(history) - 1)
+    assert entry is not None
+    assert entry.fingerprint.startswith(FINGERPRINT_PREFIX)
+    checked = check_messages(history)
+    assert entry.fingerprint == fingerprint_range(checked.kinds, checked.payloads, 0, 5)
+
+
+async def test_a_hit_counts_no_token_of_the_messages_it_covers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counted: list[int] = []
+    count = LazyTokens._count
+
+    def counting(self: LazyTokens, position: int) -> int:
+        counted.append(position)
+        return count(self, position)
+
+    monkeypatch.setattr(LazyTokens, "_count", counting)
+    summarize = wrap(AsyncOriginal(), MemoryStore())
+    history = chat(600)  # long enough for tokens to be counted as they are read
+    await summarize(history, thread_id="t")
+    assert counted
+    counted.clear()
+    await summarize(history, thread_id="t")
+    assert counted == []
+    tokens = sum(DEFAULT_MESSAGE_OVERHEAD + approx_tokens(m["content"]) for m in history)
+    stats = summarize.stats
+    assert (stats.cache_hits, stats.naive_input_tokens) == (1, 2 * tokens)
+
+
+def older_chain_entry(
+    messages: list[dict[str, Any]], thread: str, summary: str, summarizer: str
+) -> tuple[str, str]:
+    """An index and an entry covering all of ``messages`` as earlier versions wrote them: the
+    fingerprint is the per-message chain's, bare hex."""
+    checked = check_messages(messages)
+    end = len(checked) - 1
+    entry = SummaryEntry(
+        thread=ThreadKeys(thread).encoded,
+        start=0,
+        end=end,
+        fingerprint=fingerprint_chain(checked.canonical, 0)[end],
+        summary=summary,
+        summary_tokens=approx_tokens(summary),
+        covered_tokens=sum(checked.tokens),
+        created_at=1.0,
+        summarizer=summarizer,
+        prompt="",
+        strategy="extend",
+    )
+    index = ThreadIndex(entry.thread, (RangeRef(0, end, entry.fingerprint),), entry)
+    return index.to_json(), entry.to_json()
+
+
+async def test_summaries_cached_with_the_older_chain_are_still_checked(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store()
+    history = chat(9)
+    index_key, summary_key = keys_of("t")
+    index, entry = older_chain_entry(history, "t", "summary from before", "model-a")
+    await store.set(index_key, index)
+    await store.set(f"{summary_key}0-{len(history) - 1}", entry)
+    original = AsyncOriginal()
+    summarize = wrap(original, store, summarizer_id="model-a")
+    assert await summarize(json.loads(json.dumps(history)), thread_id="t") == "summary from before"
+    assert original.calls == []
+    # One more message: the older summary is extended, and the new entry is of the new form.
+    longer = chat(10)
+    assert longer[: len(history)] == history
+    await summarize(longer, thread_id="t")
+    assert original.calls == [
+        [{"role": "system", "content": SUMMARY_PREFIX + "summary from before"}, longer[-1]]
+    ]
+    raw = await store.get(f"{summary_key}0-{len(longer) - 1}")
+    assert raw is not None
+    assert json.loads(raw)["fingerprint"].startswith(FINGERPRINT_PREFIX)
+    # An edit inside what the older entry covers is still seen.
+    edited = [dict(m) for m in history]
+    edited[3]["content"] = "edited"
+    await wrap(original, store, summarizer_id="model-a")(edited, thread_id="t")
+    assert original.calls[-1] == edited
 
 
 # ---------------------------------------------------------------- invalidation
