@@ -256,6 +256,9 @@ class LazyTokens(Sequence[int]):
         return self._count(position)
 
     def __iter__(self) -> Iterator[int]:
+        if self._counter is approx_tokens:
+            # Every count at once (a sum over the history, say): cheaper in C than one by one.
+            return iter(_approx_counts(self._contents, self._overhead))
         return map(self._count, range(len(self._contents)))
 
     def __eq__(self, other: object) -> bool:
@@ -503,7 +506,7 @@ def _approx_table(overhead: int) -> list[int]:
     return [overhead + (length + 3) // 4 for length in range(_APPROX_TABLE_SIZE)]
 
 
-def _approx_counts(contents: list[str], overhead: int) -> list[int]:
+def _approx_counts(contents: Sequence[str], overhead: int) -> list[int]:
     """``overhead + approx_tokens(text)`` of every text: looked up in C while texts are short."""
     try:
         return list(map(_approx_table(overhead).__getitem__, map(len, contents)))

@@ -97,6 +97,22 @@ class _History:
         """A range inside these messages that no longer matches them (an edit)."""
         return end <= self.last and not self.matches(start, end, fingerprint)
 
+    def stale(self, index: ThreadIndex) -> set[tuple[int, int]]:
+        """The ranges ``index`` lists, its head among them, that these messages contradict.
+
+        A head that matches vouches for the listed ranges it covers: they were listed against
+        messages equal to these up to it. Only the ranges past it are checked, so a worker new
+        to the thread hashes the head, not every checkpoint. (Nothing is served on the head's
+        word: a range is checked itself before it is used.)
+        """
+        head = index.head
+        vouched = head.end if self.matches(head.start, head.end, head.fingerprint) else -1
+        return {
+            (ref.start, ref.end)
+            for ref in (*index.ranges, RangeRef(head.start, head.end, head.fingerprint))
+            if ref.end > vouched and self.contradicts(ref.start, ref.end, ref.fingerprint)
+        }
+
 
 class CachedSummarizer:
     """A summarize function whose results are cached per thread in a store.
@@ -204,8 +220,9 @@ class CachedSummarizer:
             self._stats.naive_input_tokens += base.covered_tokens
             self._stats.cache_hits += 1
             return base.summary
-        self._stats.naive_input_tokens += sum(checked.tokens)
-        summary = await self._summarize(history, base, str(thread_id))
+        tokens = sum(checked.tokens)
+        self._stats.naive_input_tokens += tokens
+        summary = await self._summarize(history, base, str(thread_id), tokens)
         entry = SummaryEntry(
             thread=keys.encoded,
             start=0,
@@ -213,7 +230,7 @@ class CachedSummarizer:
             fingerprint=history.fingerprint(),
             summary=summary,
             summary_tokens=approx_tokens(summary),
-            covered_tokens=sum(checked.tokens),
+            covered_tokens=tokens,
             created_at=time.time(),
             summarizer=self._summarizer_id,
             prompt="",
@@ -248,8 +265,7 @@ class CachedSummarizer:
         if index is None:
             return index_raw, index, exact_raw, None
         head = index.head
-        listed = (*index.ranges, RangeRef(head.start, head.end, head.fingerprint))
-        if any(history.contradicts(r.start, r.end, r.fingerprint) for r in listed):
+        if history.stale(index):
             self._stats.invalidations += 1
             logger.info("thread %s: cached summaries no longer match the messages", keys.encoded)
         base: SummaryEntry | None = None
@@ -261,9 +277,10 @@ class CachedSummarizer:
             (
                 r
                 for r in index.ranges
-                if history.matches(r.start, r.end, r.fingerprint)
-                and r.end < history.last
+                # The cheap tests first: most listed ranges end at or before the head.
+                if r.end < history.last
                 and (base is None or r.end > base.end)
+                and history.matches(r.start, r.end, r.fingerprint)
             ),
             key=lambda r: r.end,
             reverse=True,
@@ -291,22 +308,25 @@ class CachedSummarizer:
             self._original, "summarize", checked, 0, None, thread_id, tokens=tokens
         )
 
-    async def _summarize(self, history: _History, base: SummaryEntry | None, thread: str) -> str:
+    async def _summarize(
+        self, history: _History, base: SummaryEntry | None, thread: str, tokens: int
+    ) -> str:
+        """Summarize all the messages (``tokens`` in all), or extend ``base`` with the rest."""
         checked = history.checked
         if base is None:
             self._stats.misses += 1
             return await self._call(
-                self._original, "summarize", checked, 0, None, thread, tokens=sum(checked.tokens)
+                self._original, "summarize", checked, 0, None, thread, tokens=tokens
             )
         self._stats.extensions += 1
         first = base.end + 1
-        tokens = approx_tokens(base.summary) + sum(checked.tokens[first:])
+        sent = approx_tokens(base.summary) + sum(checked.tokens[first:])
         if self._extender is not None:
             return await self._call(
-                self._extender, "extend", checked, first, base.summary, thread, tokens=tokens
+                self._extender, "extend", checked, first, base.summary, thread, tokens=sent
             )
         return await self._call(
-            self._original, "extend", checked, first, base.summary, thread, tokens=tokens
+            self._original, "extend", checked, first, base.summary, thread, tokens=sent
         )
 
     async def _call(
@@ -431,11 +451,12 @@ class CachedSummarizer:
         """
         refs: list[RangeRef] = []
         delete: set[tuple[int, int]] = set()
+        stale = history.stale(stored) if stored is not None else set()
         if stored is not None:
             for ref in stored.ranges:
                 if (ref.start, ref.end) == (entry.start, entry.end):
                     continue
-                if history.contradicts(ref.start, ref.end, ref.fingerprint):
+                if (ref.start, ref.end) in stale:
                     delete.add((ref.start, ref.end))
                 else:
                     refs.append(ref)
@@ -446,11 +467,7 @@ class CachedSummarizer:
         head = entry
         if stored is not None:
             old = stored.head
-            if (
-                old.end > entry.end
-                and not history.contradicts(old.start, old.end, old.fingerprint)
-                and self._usable(old)
-            ):
+            if old.end > entry.end and (old.start, old.end) not in stale and self._usable(old):
                 head = old
         delete.discard((head.start, head.end))
         delete.discard((entry.start, entry.end))

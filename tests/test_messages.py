@@ -719,6 +719,23 @@ def test_lazy_tokens_read_as_the_list_of_the_same_counts(
     assert len(counter.texts) == len(texts)  # each text counted once, whatever was read
 
 
+@given(
+    st.lists(
+        st.one_of(st.text(max_size=12), st.integers(1000, 1100).map("é".__mul__)), max_size=20
+    ),
+    st.integers(min_value=0, max_value=20),
+)
+def test_lazy_approx_tokens_read_all_at_once_equal_those_read_one_by_one(
+    texts: list[str], overhead: int
+) -> None:
+    # With approx_tokens, reading every count (a sum, say) counts them all at once.
+    expected = [overhead + approx_tokens(text) for text in texts]
+    lazy = LazyTokens(texts, approx_tokens, overhead)
+    assert [lazy[i] for i in range(len(texts))] == expected
+    assert list(lazy) == expected
+    assert sum(LazyTokens(texts, approx_tokens, overhead)) == sum(expected)
+
+
 def test_lazy_tokens_count_only_what_is_read() -> None:
     counter = Counted()
     texts = [f"turn {i} with some words" for i in range(200)]

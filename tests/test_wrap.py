@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import slimcache._messages
 import slimcache._plan
 from slimcache import (
     CachedSummarizer,
@@ -281,23 +282,50 @@ async def test_a_hit_counts_no_token_of_the_messages_it_covers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     counted: list[int] = []
-    count = LazyTokens._count
+    count_one = LazyTokens._count
+    count_all = slimcache._messages._approx_counts
 
-    def counting(self: LazyTokens, position: int) -> int:
-        counted.append(position)
-        return count(self, position)
+    def counting_one(self: LazyTokens, position: int) -> int:
+        counted.append(1)
+        return count_one(self, position)
 
-    monkeypatch.setattr(LazyTokens, "_count", counting)
+    def counting_all(contents: Sequence[str], overhead: int) -> list[int]:
+        counted.append(len(contents))
+        return count_all(contents, overhead)
+
+    monkeypatch.setattr(LazyTokens, "_count", counting_one)
+    monkeypatch.setattr(slimcache._messages, "_approx_counts", counting_all)
     summarize = wrap(AsyncOriginal(), MemoryStore())
     history = chat(600)  # long enough for tokens to be counted as they are read
     await summarize(history, thread_id="t")
-    assert counted
+    assert sum(counted) >= len(history)
     counted.clear()
     await summarize(history, thread_id="t")
     assert counted == []
     tokens = sum(DEFAULT_MESSAGE_OVERHEAD + approx_tokens(m["content"]) for m in history)
     stats = summarize.stats
     assert (stats.cache_hits, stats.naive_input_tokens) == (1, 2 * tokens)
+
+
+async def test_a_worker_new_to_a_thread_hashes_the_head_not_every_checkpoint(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await make_store()
+    history = chat(40, system=None)
+    built = wrap(AsyncOriginal(), store)
+    summaries = [await built(history[:length], thread_id="t") for length in range(4, 41, 4)]
+    index_raw = await store.get(keys_of("t")[0])
+    assert index_raw is not None
+    assert len(json.loads(index_raw)["ranges"]) == 10
+    calls = counting_hashes(monkeypatch)  # and an empty table of what was hashed
+    original = AsyncOriginal()
+    longer = chat(42, system=None)
+    await wrap(original, store)(longer, thread_id="t")
+    assert original.calls == [
+        [{"role": "system", "content": SUMMARY_PREFIX + summaries[-1]}, *longer[-2:]]
+    ]
+    # The head (messages 0-39) and the new summary (0-41): not the other nine checkpoints.
+    assert sorted(calls) == [len(history) - 1, len(longer) - 1]
 
 
 def older_chain_entry(
