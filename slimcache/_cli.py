@@ -469,6 +469,14 @@ def build_app() -> "typer.Typer":
             str,
             typer.Option(help="The compressor's fingerprint setting: content or id."),
         ] = "content",
+        wrapped: Annotated[
+            bool,
+            typer.Option(
+                "--wrapped",
+                help="List the summaries of a cached_summarizer function instead of the "
+                "compressor's.",
+            ),
+        ] = False,
     ) -> None:
         """List a thread's cached summary ranges."""
         try:
@@ -479,10 +487,12 @@ def build_app() -> "typer.Typer":
                 except (ConfigurationError, InvalidInput) as exc:
                     raise _Exit(str(exc), USAGE_ERROR) from None
             handle = _open(url)
-            ranges = asyncio.run(_inspect(handle, thread, namespace, messages, fingerprint))
+            ranges = asyncio.run(
+                _inspect(handle, thread, namespace, messages, fingerprint, wrapped=wrapped)
+            )
         except _Exit as error:
             _fail(error)
-        _print_ranges(url, thread, ranges, summaries)
+        _print_ranges(url, thread, ranges, summaries, wrapped=wrapped)
 
     @app.command()
     def clear(
@@ -516,16 +526,24 @@ async def _inspect(
     namespace: str,
     messages: list[dict[str, Any]] | None,
     fingerprint: str,
+    *,
+    wrapped: bool = False,
 ) -> list[RangeInfo]:
     try:
         if fingerprint not in ("content", "id"):
             raise ConfigurationError(f"--fingerprint must be content or id, got {fingerprint!r}")
+        if wrapped and fingerprint == "id":
+            raise ConfigurationError(
+                "--wrapped lists cached_summarizer's summaries, checked by content: "
+                "--fingerprint id does not apply"
+            )
         return await thread_ranges(
             store,
             thread,
             namespace=namespace,
             messages=messages,
             fingerprint="id" if fingerprint == "id" else "content",
+            source="wrapped" if wrapped else "compressor",
         )
     except (ConfigurationError, InvalidInput) as exc:
         raise _Exit(str(exc), USAGE_ERROR) from None
@@ -546,14 +564,19 @@ async def _clear(store: Store, thread: str, namespace: str) -> int:
         await _close(store)
 
 
-def _print_ranges(url: str, thread: str, ranges: list[RangeInfo], summaries: bool) -> None:
+def _print_ranges(
+    url: str, thread: str, ranges: list[RangeInfo], summaries: bool, *, wrapped: bool = False
+) -> None:
     from rich.table import Table
 
     console = _stdout_console()
+    whose = " of cached_summarizer" if wrapped else ""
     if not ranges:
-        console.print(f"no cached summaries for thread {thread!r} in {redact_url(url)}")
+        console.print(f"no cached summaries{whose} for thread {thread!r} in {redact_url(url)}")
         return
-    table = Table(title=f"thread {thread!r} in {redact_url(url)}: {len(ranges)} cached ranges")
+    table = Table(
+        title=f"thread {thread!r} in {redact_url(url)}: {len(ranges)} cached ranges{whose}"
+    )
     for name in (
         "range",
         "head",

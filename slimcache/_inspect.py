@@ -2,7 +2,7 @@
 
 These read the same keys the compressor writes (see :class:`~slimcache.ThreadKeys`): the
 thread's index, which lists its cached ranges and carries a copy of the newest one, and one
-entry per range.
+entry per range; or the same pair of keys ``cached_summarizer`` writes beside them.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from typing import Literal
 
 from slimcache._config import fingerprints_by_id
 from slimcache._entries import SummaryEntry, ThreadIndex
+from slimcache._exceptions import ConfigurationError
 from slimcache._keys import ThreadKeys
 from slimcache._memory import ConversationWindowMemory
 from slimcache._messages import Message, check_messages
 from slimcache._plan import History
 from slimcache._store import Store, SupportsGetMany
+from slimcache._wrap import WrapHistory, WrapKeys
 
 __all__ = ["RangeInfo", "clear_thread", "thread_ranges"]
 
@@ -84,6 +86,7 @@ async def thread_ranges(
     namespace: str = "",
     messages: Sequence[Message] | None = None,
     fingerprint: Literal["content", "id"] = "content",
+    source: Literal["compressor", "wrapped"] = "compressor",
 ) -> list[RangeInfo]:
     """List the cached ranges of a thread, oldest first.
 
@@ -95,22 +98,42 @@ async def thread_ranges(
             it still matches it.
         fingerprint: The compressor's ``fingerprint`` setting, which ``messages`` are
             checked by.
+        source: Whose summaries to list: ``"compressor"``, those of
+            :class:`~slimcache.SummarizeCompressor` (and of everything built on it), or
+            ``"wrapped"``, those of a :func:`~slimcache.cached_summarizer` function, whose
+            ranges start at the first message and are checked by content.
 
     Returns:
         One :class:`RangeInfo` per range in the thread's index; empty when the thread has
         no (usable) index.
 
     Raises:
+        ConfigurationError: ``fingerprint`` or ``source`` is not one of the values above, or
+            ``fingerprint="id"`` is given with ``source="wrapped"``.
         InvalidInput: The thread id or a message is malformed.
         StoreError: The store failed.
     """
     by_id = fingerprints_by_id(fingerprint)
+    if source not in ("compressor", "wrapped"):
+        raise ConfigurationError(f"source must be 'compressor' or 'wrapped', got {source!r}")
+    if source == "wrapped" and by_id:
+        raise ConfigurationError(
+            "cached_summarizer checks messages by content: fingerprint='id' does not apply"
+        )
     keys = ThreadKeys(thread_id, namespace)
-    history = History(check_messages(messages), by_id=by_id) if messages is not None else None
-    index = ThreadIndex.parse(await store.get(keys.index), thread=keys.encoded)
+    index_key, range_key = keys.index, keys.summary
+    matches: Callable[[int, int, str], bool] | None = None
+    if source == "wrapped":
+        wrapped = WrapKeys(thread_id, namespace)
+        index_key, range_key = wrapped.index, wrapped.summary
+        if messages is not None:
+            matches = WrapHistory(check_messages(messages)).matches
+    elif messages is not None:
+        matches = History(check_messages(messages), by_id=by_id).matches
+    index = ThreadIndex.parse(await store.get(index_key), thread=keys.encoded)
     if index is None:
         return []
-    range_keys = [keys.summary(r.start, r.end) for r in index.ranges]
+    range_keys = [range_key(r.start, r.end) for r in index.ranges]
     raws = await _read_many(store, range_keys)
     head = index.head
     infos: list[RangeInfo] = []
@@ -132,9 +155,7 @@ async def thread_ranges(
                 created_at=known.created_at if known else None,
                 summarizer=known.summarizer if known else None,
                 strategy=known.strategy if known else None,
-                valid=None
-                if history is None
-                else history.matches(ref.start, ref.end, ref.fingerprint),
+                valid=None if matches is None else matches(ref.start, ref.end, ref.fingerprint),
             )
         )
     return sorted(infos, key=lambda info: (info.end, info.start))
@@ -163,18 +184,12 @@ async def clear_thread(store: Store, thread_id: str | int, *, namespace: str = "
     """
     keys = ThreadKeys(thread_id, namespace)
     deleted = await _clear_ranges(store, keys, keys.index, keys.summary)
-    await _clear_ranges(store, keys, keys.prefix + "wrapped:index", _wrapped_range(keys))
+    wrapped = WrapKeys(thread_id, namespace)
+    await _clear_ranges(store, keys, wrapped.index, wrapped.summary)
     for suffix in ("lease", "session", "next"):
         await store.delete(keys.prefix + suffix)
     await ConversationWindowMemory(store, 1, namespace=namespace).clear(thread_id)
     return deleted
-
-
-def _wrapped_range(keys: ThreadKeys) -> Callable[[int, int], str]:
-    def key(start: int, end: int) -> str:
-        return f"{keys.prefix}wrapped:summary:{start}-{end}"
-
-    return key
 
 
 async def _clear_ranges(

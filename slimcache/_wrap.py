@@ -58,7 +58,7 @@ ExtendFunction = Callable[[str, list[dict[str, Any]]], Union[Awaitable[str], str
 _INDEX_ATTEMPTS = 8
 
 
-class _WrapKeys:
+class WrapKeys:
     """The wrapper's keys of one thread, built on the thread's key prefix."""
 
     def __init__(self, thread_id: str | int, namespace: str) -> None:
@@ -71,7 +71,7 @@ class _WrapKeys:
         return f"{self._prefix}wrapped:summary:{start}-{end}"
 
 
-class _History:
+class WrapHistory:
     """One call's messages, and which ranges from the first message they still hold.
 
     A range's fingerprint is checked as the compressor checks its own (see
@@ -202,11 +202,11 @@ class CachedSummarizer:
         checked = check_messages(messages)
         if not len(checked):
             raise InvalidInput("messages must not be empty: there is nothing to summarize")
-        keys = _WrapKeys(thread_id, self._namespace) if thread_id is not None else None
+        keys = WrapKeys(thread_id, self._namespace) if thread_id is not None else None
         self._stats.requests += 1
         if keys is None:
             return await self._uncached(checked, None)
-        history = _History(checked)
+        history = WrapHistory(checked)
         try:
             found = await self._lookup(keys, history)
         except StoreError as exc:
@@ -250,7 +250,7 @@ class CachedSummarizer:
         return entry.summarizer == self._summarizer_id
 
     async def _lookup(
-        self, keys: _WrapKeys, history: _History
+        self, keys: WrapKeys, history: WrapHistory
     ) -> tuple[str | None, ThreadIndex | None, str | None, SummaryEntry | None]:
         """Read the index and the exact range; return them and the summary to build on."""
         index_raw, exact_raw = await self._io.get_many([keys.index, keys.summary(0, history.last)])
@@ -309,7 +309,7 @@ class CachedSummarizer:
         )
 
     async def _summarize(
-        self, history: _History, base: SummaryEntry | None, thread: str, tokens: int
+        self, history: WrapHistory, base: SummaryEntry | None, thread: str, tokens: int
     ) -> str:
         """Summarize all the messages (``tokens`` in all), or extend ``base`` with the rest."""
         checked = history.checked
@@ -372,8 +372,8 @@ class CachedSummarizer:
 
     async def _commit(
         self,
-        keys: _WrapKeys,
-        history: _History,
+        keys: WrapKeys,
+        history: WrapHistory,
         entry: SummaryEntry,
         index_raw: str | None,
         index: ThreadIndex | None,
@@ -406,8 +406,8 @@ class CachedSummarizer:
 
     async def _write_index(
         self,
-        keys: _WrapKeys,
-        history: _History,
+        keys: WrapKeys,
+        history: WrapHistory,
         entry: SummaryEntry,
         expected: str | None,
         stored: ThreadIndex | None,
@@ -438,8 +438,8 @@ class CachedSummarizer:
 
     def _next_index(
         self,
-        keys: _WrapKeys,
-        history: _History,
+        keys: WrapKeys,
+        history: WrapHistory,
         entry: SummaryEntry,
         stored: ThreadIndex | None,
     ) -> tuple[ThreadIndex, list[tuple[int, int]]]:

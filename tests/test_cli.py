@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -18,9 +19,12 @@ from slimcache import (
     ConfigurationError,
     ConversationWindowMemory,
     MemoryStore,
+    Store,
     SummarizeCompressor,
+    SupportsClose,
     ThreadKeys,
     cached_summarizer,
+    open_store,
 )
 from slimcache._cli import build_app
 from slimcache._inspect import clear_thread, thread_ranges
@@ -360,6 +364,88 @@ async def test_thread_ranges_and_clear_thread() -> None:
     assert deleted == len(ranges) + 1 == keys_before
     assert store.data == {}
     assert await clear_thread(store, "t") == 0
+
+
+async def wrapped_turn_by_turn(store: Store, history: list[dict[str, Any]], ends: range) -> None:
+    """``cached_summarizer`` called on ``history[: end + 1]`` for every end."""
+
+    @cached_summarizer(store, summarizer_id="counting")
+    async def summarize(messages: Any) -> str:
+        return f"through {messages[-1]['content'].strip()}"
+
+    for end in ends:
+        await summarize(history[: end + 1], thread_id="t")
+
+
+async def test_thread_ranges_of_cached_summarizer() -> None:
+    store = MemoryStore()
+    history = chat(20)
+    await wrapped_turn_by_turn(store, history, range(5, 21, 5))
+    # The compressor's keys are apart: none for this thread.
+    assert await thread_ranges(store, "t") == []
+    ranges = await thread_ranges(store, "t", messages=history, source="wrapped")
+    assert [(r.start, r.end) for r in ranges] == [(0, 5), (0, 10), (0, 15), (0, 20)]
+    assert [r.head for r in ranges] == [False, False, False, True]
+    assert all(r.valid and r.stored and r.summarizer == "counting" for r in ranges)
+    assert [r.summary for r in ranges] == [
+        f"through {history[end]['content'].strip()}" for end in (5, 10, 15, 20)
+    ]
+    assert all(":wrapped:summary:" in r.key for r in ranges)
+    # Ranges from the first message: an edit of the system prompt touches every one.
+    edited = [{"role": "system", "content": "Be terse."}, *history[1:]]
+    assert [
+        r.valid for r in await thread_ranges(store, "t", messages=edited, source="wrapped")
+    ] == [False] * 4
+    # An earlier point of the conversation: the ranges it holds match, the longer ones do not.
+    shorter = await thread_ranges(store, "t", messages=history[:12], source="wrapped")
+    assert [r.valid for r in shorter] == [True, True, False, False]
+    with pytest.raises(ConfigurationError, match="content"):
+        await thread_ranges(store, "t", messages=history, fingerprint="id", source="wrapped")
+    with pytest.raises(ConfigurationError, match="source"):
+        await thread_ranges(store, "t", source="both")  # type: ignore[arg-type]
+    await clear_thread(store, "t")
+    assert await thread_ranges(store, "t", source="wrapped") == []
+
+
+def test_inspect_wrapped_on_a_sqlite_file(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "wrapped.db")
+    history = chat(12)
+
+    async def fill() -> None:
+        store = open_store(url)
+        try:
+            await wrapped_turn_by_turn(store, history, range(6, 13, 6))
+        finally:
+            assert isinstance(store, SupportsClose)
+            await store.aclose()
+
+    asyncio.run(fill())
+    good = tmp_path / "history.json"
+    good.write_text(json.dumps(history), encoding="utf-8")
+    edited = tmp_path / "edited.json"
+    edited.write_text(
+        json.dumps([*history[:3], {"role": "user", "content": "changed"}, *history[4:]])
+    )
+
+    shown = invoke(
+        "inspect", url, "--thread", "t", "--wrapped", "--history", str(good), "--summaries"
+    )
+    assert shown.exit_code == 0, shown.stderr
+    assert "2 cached ranges of cached_summarizer" in flat(shown.stdout)
+    assert shown.stdout.count(" valid ") == 3  # two ranges and the column header
+    assert f"through {history[6]['content'].strip()}" in shown.stdout
+    assert f"through {history[12]['content'].strip()}" in shown.stdout
+    stale = invoke("inspect", url, "--thread", "t", "--wrapped", "--history", str(edited))
+    assert stale.exit_code == 0, stale.stderr
+    assert stale.stdout.count(" stale ") == 2
+    # Without --wrapped: the compressor's summaries, of which this thread has none.
+    assert "no cached summaries for thread" in invoke("inspect", url, "--thread", "t").stdout
+    by_id = invoke("inspect", url, "--thread", "t", "--wrapped", "--fingerprint", "id")
+    assert by_id.exit_code == 2
+    assert "--fingerprint id does not apply" in by_id.stderr
+    assert invoke("clear", url, "--thread", "t").exit_code == 0
+    gone = invoke("inspect", url, "--thread", "t", "--wrapped")
+    assert "no cached summaries of cached_summarizer" in gone.stdout
 
 
 async def test_range_whose_entry_is_gone_falls_back_to_the_head() -> None:
