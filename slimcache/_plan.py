@@ -14,7 +14,7 @@ index :func:`next_index` computes. ``slimcache inspect`` uses the same validity 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Union
@@ -38,6 +38,7 @@ __all__ = [
     "Unchanged",
     "decide",
     "eviction_boundary",
+    "listed_with",
     "next_index",
     "pick_base",
     "read_index",
@@ -463,12 +464,46 @@ def next_index(
     dropped and deleted; the listing keeps the ``checkpoints`` latest ranges.
     """
     view = read_index(stored, history, rules)
+    head_stays = stored is not None and not view.head_stale and stored.head.end > entry.end
+    return listed_with(
+        stored,
+        entry,
+        thread=thread,
+        checkpoints=checkpoints,
+        stale=view.stale,
+        head_stays=head_stays,
+        gone=gone,
+    )
+
+
+def listed_with(
+    stored: ThreadIndex | None,
+    entry: SummaryEntry,
+    *,
+    thread: str,
+    checkpoints: int,
+    stale: Collection[tuple[int, int]],
+    head_stays: bool,
+    gone: Collection[RangeRef] = (),
+) -> IndexUpdate:
+    """The stored index with ``entry`` listed, and the ranges to delete once it is written.
+
+    Args:
+        stored: The index read, or ``None``.
+        entry: The range just written.
+        thread: The thread's encoded id.
+        checkpoints: How many ranges the listing keeps (the latest); the others are deleted.
+        stale: Ranges the history contradicts: dropped from the listing and deleted.
+        head_stays: Keep the stored head (longer than ``entry`` and still good) rather than
+            make ``entry`` the head. A head replaced and no longer listed is deleted.
+        gone: Listed ranges found missing or unusable: dropped from the listing.
+    """
     refs: list[RangeRef] = []
     if stored is not None:
         refs = [
             r
             for r in stored.ranges
-            if (r.start, r.end) not in view.stale
+            if (r.start, r.end) not in stale
             and r not in gone
             and (r.start, r.end) != (entry.start, entry.end)
         ]
@@ -477,10 +512,8 @@ def next_index(
     # Ranges that fall off the listing are deleted: a thread keeps at most `checkpoints`.
     dropped = {(r.start, r.end) for r in refs[:-checkpoints]}
     refs = refs[-checkpoints:]
-    head = entry
-    if stored is not None and not view.head_stale and stored.head.end > entry.end:
-        head = stored.head
-    delete = set(view.stale) | dropped
+    head = stored.head if stored is not None and head_stays else entry
+    delete = set(stale) | dropped
     delete.discard((head.start, head.end))
     if stored is not None and head is not stored.head:
         old = stored.head

@@ -30,7 +30,7 @@ from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
 from slimcache._keys import ThreadKeys, normalize_namespace
 from slimcache._messages import CheckedMessages, Message, approx_tokens, check_messages
-from slimcache._plan import History
+from slimcache._plan import History, listed_with
 from slimcache._results import Stats
 from slimcache._store import MemoryStore, Store, positive_int, validate_ttl
 from slimcache._summarizer import (
@@ -442,36 +442,28 @@ class CachedSummarizer:
         history: WrapHistory,
         entry: SummaryEntry,
         stored: ThreadIndex | None,
-    ) -> tuple[ThreadIndex, list[tuple[int, int]]]:
+    ) -> tuple[ThreadIndex, tuple[tuple[int, int], ...]]:
         """The index listing ``entry``, and the ranges to delete once it is written.
 
-        Ranges these messages contradict are dropped, the listing keeps the ``checkpoints``
-        longest, and a longer head that still matches (or reaches past these messages) stays
-        the head, so a replay of an earlier point never moves the thread back.
+        As the compressor's (:func:`slimcache._plan.next_index`): ranges these messages
+        contradict are dropped, the listing keeps the ``checkpoints`` longest, and a longer
+        head that still matches (or reaches past these messages) stays the head, so a replay
+        of an earlier point never moves the thread back.
         """
-        refs: list[RangeRef] = []
-        delete: set[tuple[int, int]] = set()
         stale = history.stale(stored) if stored is not None else set()
-        if stored is not None:
-            for ref in stored.ranges:
-                if (ref.start, ref.end) == (entry.start, entry.end):
-                    continue
-                if (ref.start, ref.end) in stale:
-                    delete.add((ref.start, ref.end))
-                else:
-                    refs.append(ref)
-        refs.append(RangeRef(entry.start, entry.end, entry.fingerprint))
-        refs.sort(key=lambda r: r.end)
-        delete.update((r.start, r.end) for r in refs[: -self._checkpoints])
-        refs = refs[-self._checkpoints :]
-        head = entry
-        if stored is not None:
-            old = stored.head
-            if old.end > entry.end and (old.start, old.end) not in stale and self._usable(old):
-                head = old
-        delete.discard((head.start, head.end))
-        delete.discard((entry.start, entry.end))
-        return ThreadIndex(keys.encoded, tuple(refs), head), sorted(delete)
+        old = stored.head if stored is not None else None
+        update = listed_with(
+            stored,
+            entry,
+            thread=keys.encoded,
+            checkpoints=self._checkpoints,
+            stale=stale,
+            head_stays=old is not None
+            and old.end > entry.end
+            and (old.start, old.end) not in stale
+            and self._usable(old),
+        )
+        return update.index, update.delete
 
 
 def _check_settings(

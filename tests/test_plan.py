@@ -29,6 +29,7 @@ from slimcache._plan import (
     _boundary_from_the_front,
     decide,
     eviction_boundary,
+    listed_with,
     next_index,
     pick_base,
     read_index,
@@ -176,6 +177,42 @@ def test_next_index_keeps_only_the_latest_checkpoints() -> None:
     assert [(r.start, r.end) for r in update.index.ranges] == [(1, 30), (1, 40)]
     assert update.index.head is entries[3]
     assert update.delete == ((1, 10), (1, 20))
+
+
+def test_listed_with_drops_what_it_is_told_is_stale_or_gone_and_keeps_a_head_it_is_told_to() -> (
+    None
+):
+    history = history_of(chat(80))
+    e10, e20, e30, e40, e50 = (entry(history, end) for end in (10, 20, 30, 40, 50))
+    stored = ThreadIndex("t", (ref(e10), ref(e20), ref(e30), ref(e50)), e50)
+    # A shorter entry (a replay of an earlier point): the longer head stays.
+    kept = listed_with(
+        stored,
+        e40,
+        thread="t",
+        checkpoints=3,
+        stale={(1, 20)},
+        head_stays=True,
+        gone={ref(e30)},
+    )
+    assert kept.index.head is e50
+    assert [(r.start, r.end) for r in kept.index.ranges] == [(1, 10), (1, 40), (1, 50)]
+    assert kept.delete == ((1, 20),)  # gone ranges are not there to delete
+    # The head replaced and no longer listed is deleted with what falls off the listing.
+    replaced = listed_with(
+        ThreadIndex("t", (ref(e10), ref(e20)), e30),
+        e40,
+        thread="t",
+        checkpoints=1,
+        stale=(),
+        head_stays=False,
+    )
+    assert replaced.index.head is e40
+    assert [(r.start, r.end) for r in replaced.index.ranges] == [(1, 40)]
+    assert replaced.delete == ((1, 10), (1, 20), (1, 30))
+    assert listed_with(None, e10, thread="t", checkpoints=2, stale=(), head_stays=True).index == (
+        ThreadIndex("t", (ref(e10),), e10)
+    )
 
 
 @pytest.mark.parametrize("keep", [1, 3, 10])
