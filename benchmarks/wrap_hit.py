@@ -36,11 +36,18 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+# Run as a script, only ``benchmarks/`` is on the path: the repository root goes last, so a
+# slimcache given on PYTHONPATH is still the one imported.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
 import slimcache
+from benchmarks.hit_profile import plain_history
 from slimcache import MemoryStore, SummarizeCompressor, cached_summarizer
 
 try:  # the process-wide table of what was hashed, in versions that have one
@@ -53,16 +60,6 @@ EXTENDED = 2000
 PER_MESSAGE_TARGET_US = 1.0
 
 Call = Callable[[list[dict[str, Any]]], Awaitable[object]]
-
-
-def plain_history(count: int) -> list[dict[str, Any]]:
-    """A system prompt, then alternating user/assistant turns of plain text; ends on a user."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful agent."}]
-    for i in range(count - 1):
-        role = "user" if i % 2 == 0 else "assistant"
-        words = " ".join(f"word{j}" for j in range(4 + i % 11))
-        messages.append({"role": role, "content": f"Message {i}: {words}. Anything else?"})
-    return messages
 
 
 def first_words(messages: Sequence[Any]) -> str:
