@@ -288,6 +288,8 @@ class CheckedMessages:
             (``PLAIN_KINDS``), or ``JSON_KIND`` for any other message.
         payloads: Per message, the text fingerprints hash: a plain turn's content, or any
             other message's canonical JSON; always of type ``str`` itself, never a subclass.
+        ids: Per message, its ``id`` (``None`` where it has none), when the check read them
+            anyway; else ``None``.
     """
 
     messages: Sequence[Message]
@@ -296,6 +298,7 @@ class CheckedMessages:
     unit_end: list[int]
     kinds: str = ""
     payloads: Sequence[str] = ()
+    ids: Sequence[Any] | None = None
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -514,25 +517,32 @@ def _approx_counts(contents: Sequence[str], overhead: int) -> list[int]:
         return [overhead + (length + 3) // 4 for length in map(len, contents)]
 
 
-def _only_unhashed_extras(messages: Sequence[dict[str, Any]], keys: int) -> bool:
-    """Whether the messages' other keys are only a valid "id" and "metadata".
+def _unhashed_extras(
+    messages: Sequence[dict[str, Any]], keys: int
+) -> tuple[bool, list[Any] | None]:
+    """Whether the messages' other keys are only a valid "id" and "metadata"; and the ids.
 
     Every message has a role and content, and ``keys`` keys in all: the others are only ids
     and metadata exactly when they number as many as the messages holding each. Counting
     them is two passes in C, where listing every key of every message was a pass per key.
+    The ids (``None`` for a message without one) come back when any message has one, as
+    they were read to check their types.
     """
     with_id = sum(map(dict.__contains__, messages, repeat("id")))
     with_metadata = keys - 2 * len(messages) - with_id
     if with_metadata and with_metadata != sum(map(dict.__contains__, messages, repeat("metadata"))):
-        return False
-    if with_id and not _ID_TYPES.issuperset(map(type, map(dict.get, messages, repeat("id")))):
-        return False
+        return False, None
+    ids: list[Any] | None = None
+    if with_id:
+        ids = list(map(dict.get, messages, repeat("id")))
+        if not _ID_TYPES.issuperset(map(type, ids)):
+            return False, None
     if not with_metadata:
-        return True
+        return True, ids
     metadata = list(map(dict.get, messages, repeat("metadata")))
     if _PLAIN_METADATA_TYPES.issuperset(map(type, metadata)):
-        return True
-    return all(meta is None or isinstance(meta, Mapping) for meta in metadata)
+        return True, ids
+    return all(meta is None or isinstance(meta, Mapping) for meta in metadata), ids
 
 
 def _check_in_bulk(
@@ -556,11 +566,14 @@ def _check_in_bulk(
     # Every dict has a role and content; with two keys each, it has nothing else. Otherwise
     # the only other keys may be the ones never hashed: an "id" and "metadata".
     keys = sum(map(len, messages))
-    if keys != 2 * count and not _only_unhashed_extras(
-        cast("Sequence[dict[str, Any]]", messages),  # every one is a dict, checked above
-        keys,
-    ):
-        return None
+    ids: list[Any] | None = None
+    if keys != 2 * count:
+        only_unhashed, ids = _unhashed_extras(
+            cast("Sequence[dict[str, Any]]", messages),  # every one is a dict, checked above
+            keys,
+        )
+        if not only_unhashed:
+            return None
     if set(map(type, contents)) != _STR_ONLY:
         return None
     tokens: Sequence[int]
@@ -570,7 +583,7 @@ def _check_in_bulk(
     else:
         tokens = LazyTokens(contents, counter, overhead)
     pinned = count - len(kinds.lstrip(_PINNED_KINDS))
-    return CheckedMessages(messages, tokens, pinned, list(range(count)), kinds, contents)
+    return CheckedMessages(messages, tokens, pinned, list(range(count)), kinds, contents, ids)
 
 
 def ids_as_records(checked: CheckedMessages) -> tuple[str, Sequence[str]]:
@@ -580,7 +593,9 @@ def ids_as_records(checked: CheckedMessages) -> tuple[str, Sequence[str]]:
     fingerprint then hashes the ids, whatever the length of the messages. Messages without an
     id keep their own record. Returns ``(kinds, payloads)`` as in :class:`CheckedMessages`.
     """
-    ids: list[Any] = [message.get("id") for message in checked.messages]
+    ids = checked.ids
+    if ids is None:  # not read by the check
+        ids = [message.get("id") for message in checked.messages]
     id_types = set(map(type, ids))
     if id_types == _STR_ONLY:  # every message has a string id: the common case, in bulk
         return STR_ID_KIND * len(ids), ids

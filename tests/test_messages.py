@@ -32,6 +32,7 @@ from slimcache._messages import (
     RememberingCounter,
     _canonical,
     check_messages,
+    ids_as_records,
     message_text,
 )
 from tests.fakes import CountingStore, RecordingSummarizer
@@ -663,10 +664,49 @@ def test_turns_with_other_keys_checked_in_bulk_match_the_message_by_message_path
             result = check_messages(checked)
         except InvalidInput as exc:
             return ("invalid", exc.index)
-        return (result.kinds, list(result.payloads), result.tokens, result.pinned)
+        id_kinds, id_payloads = ids_as_records(result)  # the ids the bulk check read, if it did
+        return (
+            result.kinds,
+            list(result.payloads),
+            result.tokens,
+            result.pinned,
+            id_kinds,
+            list(id_payloads),
+        )
 
     # Read-only mappings that are not dicts take the message-by-message path.
     assert outcome(messages) == outcome([MappingProxyType(m) for m in messages])
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ["a", "b", "c", "d"],  # every message with a string id: recorded in bulk
+        ["a", None, 7, "d"],  # mixed: recorded one by one
+        [None, None, None, 5],
+    ],
+)
+def test_the_ids_the_bulk_check_read_are_the_ones_recorded(ids: list[Any]) -> None:
+    messages: list[dict[str, Any]] = []
+    for position, message_id in enumerate(ids):
+        message: dict[str, Any] = {"role": ("user", "assistant")[position % 2], "content": "x"}
+        if message_id is not None:
+            message["id"] = message_id
+        if position == 1:
+            message["metadata"] = {"seen": True}
+        messages.append(message)
+    bulk = check_messages(messages)
+    assert bulk.ids is not None  # read by the check, handed over
+    one_by_one = check_messages([MappingProxyType(m) for m in messages])
+    assert one_by_one.ids is None
+    kinds, payloads = ids_as_records(bulk)
+    assert (kinds, list(payloads)) == (
+        ids_as_records(one_by_one)[0],
+        list(ids_as_records(one_by_one)[1]),
+    )
+    assert [p for p, i in zip(payloads, ids, strict=True) if i is not None] == [
+        i if isinstance(i, str) else f"{i:x}" for i in ids if i is not None
+    ]
 
 
 def test_ids_and_metadata_do_not_cover_for_a_hashed_key_on_another_message() -> None:
