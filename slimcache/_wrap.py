@@ -68,6 +68,7 @@ class WrapKeys:
         self._prefix = keys.prefix
 
     def summary(self, start: int, end: int) -> str:
+        """The key of the summary of messages ``start..end``."""
         return f"{self._prefix}wrapped:summary:{start}-{end}"
 
 
