@@ -63,7 +63,7 @@ from slimcache.adapters import (
     decode_value,
     positive_int,
     run_bounded,
-    translate_errors,
+    store_error,
     validate_ttl,
 )
 
@@ -529,11 +529,9 @@ class SQLStore(ClosingStore):
             # SQLite gives up waiting for another connection's lock with "database is locked":
             # its busy timeout ran out, as much a timeout as the driver's own.
             timeouts = (type(exc),) if _lock_wait_ran_out(exc) else ()
-            with translate_errors(
-                f"SQLStore {operation}", self._what(key, about), _DRIVER_ERRORS, timeouts=timeouts
-            ):
-                raise
-            raise  # unreachable: translate_errors raised StoreError
+            raise store_error(
+                f"SQLStore {operation}", self._what(key, about), exc, timeouts=timeouts
+            ) from exc
 
     def _in_connection(self, work: Callable[[Connection], _T], write: bool) -> _T:
         # Runs inside greenlet_spawn, the bridge AsyncConnection itself is built on: the sync
