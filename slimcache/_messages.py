@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,7 +76,12 @@ _KIND_ROLE_FIELD = {kind: _ROLE_FIELD[role] for role, kind in PLAIN_KINDS.items(
 
 def approx_tokens(text: str) -> int:
     """Approximate token count: one token per four characters, rounded up."""
-    return math.ceil(len(text) / 4)
+    return _approx_of_length(len(text))
+
+
+def _approx_of_length(length: int) -> int:
+    """:func:`approx_tokens` of a text of ``length`` characters."""
+    return (length + 3) // 4
 
 
 def _describe_part(part: Mapping[str, Any]) -> str:
@@ -506,7 +510,7 @@ _APPROX_TABLE_SIZE = 1024
 @lru_cache(maxsize=8)
 def _approx_table(overhead: int) -> list[int]:
     # A list, not a tuple: list.__getitem__ is the faster of the two to map over. Never mutated.
-    return [overhead + (length + 3) // 4 for length in range(_APPROX_TABLE_SIZE)]
+    return [overhead + _approx_of_length(length) for length in range(_APPROX_TABLE_SIZE)]
 
 
 def _approx_counts(contents: Sequence[str], overhead: int) -> list[int]:
@@ -514,7 +518,7 @@ def _approx_counts(contents: Sequence[str], overhead: int) -> list[int]:
     try:
         return list(map(_approx_table(overhead).__getitem__, map(len, contents)))
     except IndexError:  # a text of the table's size or longer
-        return [overhead + (length + 3) // 4 for length in map(len, contents)]
+        return [overhead + tokens for tokens in map(_approx_of_length, map(len, contents))]
 
 
 def _unhashed_extras(
