@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
+import slimcache._plan
 from slimcache import Message, SummaryContext
+from slimcache._hashed import HashedRanges
+from slimcache._keys import fingerprint_range
 
 
 @dataclass
@@ -124,3 +129,17 @@ def chat(
         role = "user" if i % 2 == 0 else "assistant"
         messages.append({"role": role, "content": f"message {i} " + "word " * (i % 7)})
     return messages
+
+
+def counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the planner's fingerprint computations (the ends hashed), with a table of what
+    was hashed of its own, empty at first."""
+    calls: list[int] = []
+
+    def counted(kinds: str, payloads: Any, start: int, end: int) -> str:
+        calls.append(end)
+        return fingerprint_range(kinds, payloads, start, end)
+
+    monkeypatch.setattr(slimcache._plan, "fingerprint_range", counted)
+    monkeypatch.setattr(slimcache._plan, "hashed", HashedRanges())
+    return calls

@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-import slimcache._plan
 from slimcache import KeepMessages, MemoryStore, MessageThreshold, SummarizeCompressor
 from slimcache._hashed import HashedRanges
 from slimcache._keys import fingerprint_range
 from slimcache._messages import check_messages
 from slimcache._plan import History
-from tests.fakes import chat
+from tests.fakes import chat, counting_hashes
 
 KINDS = "suaua"
 PAYLOADS = ["be brief", "hello", "hi there", "how are you", "fine"]
@@ -154,19 +153,6 @@ def test_a_str_subclass_cannot_pass_for_other_text() -> None:
     edited[1]["content"] = Agreeable("another question")
     assert not History(check_messages(edited)).matches(1, 2, fingerprint)
     assert History(check_messages(copy.deepcopy(history))).matches(1, 2, fingerprint)
-
-
-def counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the planner's fingerprint computations, with a table of its own."""
-    calls: list[int] = []
-
-    def counted(kinds: str, payloads: Any, start: int, end: int) -> str:
-        calls.append(end)
-        return fingerprint_range(kinds, payloads, start, end)
-
-    monkeypatch.setattr(slimcache._plan, "fingerprint_range", counted)
-    monkeypatch.setattr(slimcache._plan, "hashed", HashedRanges())
-    return calls
 
 
 async def summarize(messages: Any, context: Any) -> str:

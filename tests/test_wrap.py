@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 import slimcache._messages
-import slimcache._plan
 from slimcache import (
     CachedSummarizer,
     ConfigurationError,
@@ -31,7 +30,6 @@ from slimcache import (
     cached_summarizer,
     fingerprint_chain,
 )
-from slimcache._hashed import HashedRanges
 from slimcache._keys import FINGERPRINT_PREFIX, fingerprint_range
 from slimcache._messages import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -40,7 +38,7 @@ from slimcache._messages import (
     check_messages,
 )
 from slimcache.testing import StoreFactory
-from tests.fakes import FailingStore, chat
+from tests.fakes import FailingStore, chat, counting_hashes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -222,28 +220,21 @@ async def test_threads_and_namespaces_are_apart(make_store: StoreFactory) -> Non
 # ---------------------------------------------------------------- what a repeated call costs
 
 
-def counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the fingerprint computations, with a table of what was hashed of its own; and
-    make any per-message canonical JSON (the older chain's input) an error."""
-    calls: list[int] = []
-
-    def counted(kinds: str, payloads: Any, start: int, end: int) -> str:
-        calls.append(end)
-        return fingerprint_range(kinds, payloads, start, end)
+def counting_hashes_without_json(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """:func:`counting_hashes`, and any per-message canonical JSON (the older chain's input)
+    made an error."""
 
     def no_canonical(self: CheckedMessages) -> list[bytes]:
         raise AssertionError("encoded every message as canonical JSON")
 
-    monkeypatch.setattr(slimcache._plan, "fingerprint_range", counted)
-    monkeypatch.setattr(slimcache._plan, "hashed", HashedRanges())
     monkeypatch.setattr(CheckedMessages, "canonical", property(no_canonical))
-    return calls
+    return counting_hashes(monkeypatch)
 
 
 async def test_a_repeated_call_hashes_nothing_the_process_hashed_before(
     make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = counting_hashes(monkeypatch)
+    calls = counting_hashes_without_json(monkeypatch)
     store = await make_store()
     original = AsyncOriginal()
     history = chat(30)
@@ -317,7 +308,7 @@ async def test_a_worker_new_to_a_thread_hashes_the_head_not_every_checkpoint(
     index_raw = await store.get(keys_of("t")[0])
     assert index_raw is not None
     assert len(json.loads(index_raw)["ranges"]) == 10
-    calls = counting_hashes(monkeypatch)  # and an empty table of what was hashed
+    calls = counting_hashes_without_json(monkeypatch)  # and an empty table of what was hashed
     original = AsyncOriginal()
     longer = chat(42, system=None)
     await wrap(original, store)(longer, thread_id="t")
