@@ -44,14 +44,14 @@ from slimcache import (
     TokenThreshold,
     Trigger,
 )
-from slimcache._bench import OfflineSummarizer, _Metered
-from slimcache._datasets import (
+from slimcache.bench.datasets import (
     BenchConversation,
     load_chitchat,
     request_lengths,
     select_conversations,
 )
-from slimcache._messages import check_messages
+from slimcache.bench.engine import OfflineSummarizer, _Metered
+from slimcache.messages.checks import check_messages
 
 MIN_MESSAGES = 40
 STRICT_WINDOW = 12

@@ -2,7 +2,7 @@
 
 Every ``compress`` call validates the whole history and prepares what its fingerprints hash
 before its one store read, so on a hit this is much of the work. This benchmark times
-:func:`slimcache._messages.check_messages` against a copy of the implementation it replaced
+:func:`slimcache.messages.checks.check_messages` against a copy of the implementation it replaced
 (kept below as ``reference_check_messages``; it called ``json.dumps(..., sort_keys=True)``,
 building a new encoder, for every message, and fingerprints hashed those bytes; now a plain
 turn is hashed as its role letter and its text, with no encoding at all), on the same inputs
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slimcache._exceptions import InvalidInput
-from slimcache._messages import CheckedMessages, check_messages
+from slimcache.messages.checks import CheckedMessages, check_messages
 
 Message = Mapping[str, Any]
 
@@ -60,7 +60,7 @@ class ReferenceChecked:
 Check = Callable[[Sequence[Message]], "CheckedMessages | ReferenceChecked"]
 
 # ---------------------------------------------------------------- the reference implementation
-# Copied from slimcache/_messages.py as it was before the fast path (same behaviour for the
+# Copied from slimcache/messages/checks.py as it was before the fast path (same behaviour for the
 # valid inputs used here), so both are measured by the same run on the same machine.
 
 _ROLES = frozenset({"system", "developer", "user", "human", "assistant", "tool"})

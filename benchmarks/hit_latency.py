@@ -49,8 +49,8 @@ By default every hit is given the very list the thread was built from, as a proc
 the conversation would. ``--parsed`` gives each hit a copy of its own, parsed from JSON right
 before the call (untimed), as a stateless server parsing each request's body would: equal
 strings, not the same objects. ``--unseen`` empties the table of what the process hashed
-(``slimcache/_hashed.py``) and keeps it empty, so every hit hashes the covered text, as the first
-request a worker sees for a thread does.
+(``slimcache/core/fingerprints.py``) and keeps it empty, so every hit hashes the covered
+text, as the first request a worker sees for a thread does.
 
 ``--counter words`` gives the compressors a token counter that runs a regular expression over
 each text, as a real tokenizer does (the default, ``approx_tokens``, divides a length by four).
@@ -115,10 +115,10 @@ from slimcache import (
     TokenCounter,
     approx_tokens,
 )
-from slimcache._bench import OfflineSummarizer
-from slimcache._hashed import MAX_CHARS, MAX_ENTRIES, hashed
-from slimcache._keys import ThreadKeys
-from slimcache._messages import check_messages
+from slimcache.bench.engine import OfflineSummarizer
+from slimcache.core.fingerprints import MAX_CHARS, MAX_ENTRIES, hashed
+from slimcache.core.keys import ThreadKeys
+from slimcache.messages.checks import check_messages
 
 STORES = ("memory", "redis", "sqlite", "postgres", "s3")
 SIZES = (200, 2000)

@@ -14,8 +14,8 @@ import asyncio
 import sys
 
 from slimcache import SupportsClose, open_store
-from slimcache._bench import BenchReport, OfflineSummarizer, run_bench
-from slimcache._datasets import load_chitchat, select_conversations
+from slimcache.bench.datasets import load_chitchat, select_conversations
+from slimcache.bench.engine import BenchReport, OfflineSummarizer, run_bench
 
 MIN_MESSAGES = 40
 

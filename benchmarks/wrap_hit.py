@@ -22,8 +22,8 @@ A second table times the call that is not a hit: two new messages on a thread of
 stored summary is extended with them by an async function that returns at once, so the figure is
 slimcache's own work). Each call starts from a copy of the same store (untimed), once in a
 process that made the thread (``seen``) and once as a worker new to the thread would make it
-(``new worker``: the table of what this process hashed, ``slimcache._hashed``, emptied before each
-call; versions without that table hash every call anyway).
+(``new worker``: the table of what this process hashed, ``slimcache.core.fingerprints``,
+emptied before each call; versions without that table hash every call anyway).
 
 Prints which slimcache it imported, then medians in microseconds, the cost per message (the
 difference between the hits at 2,000 and at 200 messages over the 1,800 messages between
@@ -49,11 +49,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))
 import slimcache
 from benchmarks.hit_profile import plain_history
 from slimcache import MemoryStore, SummarizeCompressor, cached_summarizer
-
-try:  # the process-wide table of what was hashed, in versions that have one
-    from slimcache import _hashed
-except ImportError:  # pragma: no cover - older versions
-    _hashed = None  # type: ignore[assignment]
+from slimcache.core import fingerprints as _hashed
 
 SIZES = (200, 2000)
 EXTENDED = 2000

@@ -1,16 +1,5 @@
 """slimcache: cached, incremental conversation summaries kept in your own store."""
 
-from slimcache._compaction import (
-    DEFAULT_SESSION_TEMPLATE,
-    NEW_SESSION_TOOL,
-    Compaction,
-    CompactionMode,
-    ContextStatus,
-    NewSession,
-    ToolError,
-)
-from slimcache._compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
-from slimcache._entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache._exceptions import (
     ConfigurationError,
     InvalidInput,
@@ -20,19 +9,10 @@ from slimcache._exceptions import (
     StoreTimeout,
     SummarizerError,
 )
-from slimcache._keys import ThreadKeys, encode_thread_id, fingerprint_chain
-from slimcache._memory import ConversationWindowMemory, TokenWindowMemory
-from slimcache._messages import (
-    Conversation,
-    Message,
-    TokenCounter,
-    approx_tokens,
-    count_message_tokens,
-    render_transcript,
-    unwrap_messages,
-    wrap_messages,
-)
-from slimcache._policy import (
+from slimcache.core.compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
+from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache.core.keys import ThreadKeys, encode_thread_id, fingerprint_chain
+from slimcache.core.policy import (
     AnyOf,
     ContextWindow,
     EvictableTokens,
@@ -45,10 +25,55 @@ from slimcache._policy import (
     Trigger,
     WindowState,
 )
-from slimcache._registry import open_store
-from slimcache._results import CompressEvent, CompressionResult, Outcome, Stats
-from slimcache._stateful import ConversationCompressor, ConversationStats
-from slimcache._store import (
+from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
+from slimcache.core.strategies import (
+    Concat,
+    Custom,
+    Extend,
+    Hybrid,
+    MergeFunction,
+    Replace,
+    Strategy,
+    StrategyName,
+)
+from slimcache.core.summarizer import (
+    DEFAULT_CONDENSE_PROMPT,
+    DEFAULT_EXTEND_PROMPT,
+    DEFAULT_SUMMARIZE_PROMPT,
+    Prompts,
+    Summarizer,
+    SummaryContext,
+)
+from slimcache.messages.checks import (
+    Conversation,
+    Message,
+    TokenCounter,
+    approx_tokens,
+    count_message_tokens,
+    render_transcript,
+    unwrap_messages,
+    wrap_messages,
+)
+from slimcache.recipes.cached_summarizer import (
+    CachedSummarizer,
+    ExtendFunction,
+    PlainSummarizer,
+    cached_summarizer,
+)
+from slimcache.recipes.compaction import (
+    DEFAULT_SESSION_TEMPLATE,
+    NEW_SESSION_TOOL,
+    Compaction,
+    CompactionMode,
+    ContextStatus,
+    NewSession,
+    ToolError,
+)
+from slimcache.recipes.conversation_compressor import ConversationCompressor, ConversationStats
+from slimcache.recipes.sliding_window import SlidingWindow, WindowStats
+from slimcache.recipes.trim import TrimCompressor, TrimResult
+from slimcache.recipes.window_memory import ConversationWindowMemory, TokenWindowMemory
+from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
     DeleteOp,
@@ -65,27 +90,7 @@ from slimcache._store import (
     SupportsGetMany,
     SupportsSetIfAbsent,
 )
-from slimcache._strategies import (
-    Concat,
-    Custom,
-    Extend,
-    Hybrid,
-    MergeFunction,
-    Replace,
-    Strategy,
-    StrategyName,
-)
-from slimcache._summarizer import (
-    DEFAULT_CONDENSE_PROMPT,
-    DEFAULT_EXTEND_PROMPT,
-    DEFAULT_SUMMARIZE_PROMPT,
-    Prompts,
-    Summarizer,
-    SummaryContext,
-)
-from slimcache._trim import TrimCompressor, TrimResult
-from slimcache._window import SlidingWindow, WindowStats
-from slimcache._wrap import CachedSummarizer, ExtendFunction, PlainSummarizer, cached_summarizer
+from slimcache.stores.registry import open_store
 
 __version__ = "0.2.0"
 

@@ -1,5 +1,5 @@
 """``python -m slimcache``: the ``slimcache`` command."""
 
-from slimcache._cli import main
+from slimcache.cli import main
 
 main()

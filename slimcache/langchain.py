@@ -24,11 +24,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from slimcache._compressor import SummarizeCompressor
 from slimcache._exceptions import InvalidInput, MissingExtraError, SummarizerError
-from slimcache._messages import Message, check_messages
-from slimcache._summarizer import SummaryContext
-from slimcache._trim import TrimCompressor
+from slimcache.core.compressor import SummarizeCompressor
+from slimcache.core.summarizer import SummaryContext
+from slimcache.messages.checks import Message, check_messages
+from slimcache.recipes.trim import TrimCompressor
 
 if TYPE_CHECKING:
     from langchain_core.messages import AIMessage, BaseMessage

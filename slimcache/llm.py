@@ -26,8 +26,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
-from slimcache._messages import Message
-from slimcache._summarizer import SummaryContext
+from slimcache.core.summarizer import SummaryContext
+from slimcache.messages.checks import Message
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

@@ -67,7 +67,7 @@ from typing import Any, Literal, Protocol, cast, runtime_checkable
 import pytest
 
 from slimcache._exceptions import ConfigurationError
-from slimcache._store import (
+from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
     DeleteOp,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-import slimcache._plan
+import slimcache.core.plan
 from slimcache import Message, SummaryContext
-from slimcache._hashed import HashedRanges
-from slimcache._keys import fingerprint_range
+from slimcache.core.fingerprints import HashedRanges
+from slimcache.core.keys import fingerprint_range
 
 
 @dataclass
@@ -140,6 +140,6 @@ def counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(end)
         return fingerprint_range(kinds, payloads, start, end)
 
-    monkeypatch.setattr(slimcache._plan, "fingerprint_range", counted)
-    monkeypatch.setattr(slimcache._plan, "hashed", HashedRanges())
+    monkeypatch.setattr(slimcache.core.plan, "fingerprint_range", counted)
+    monkeypatch.setattr(slimcache.core.plan, "hashed", HashedRanges())
     return calls

@@ -26,8 +26,8 @@ from slimcache import (
     cached_summarizer,
     open_store,
 )
-from slimcache._cli import build_app
-from slimcache._inspect import clear_thread, thread_ranges
+from slimcache.cli.app import build_app
+from slimcache.recipes.maintenance import clear_thread, thread_ranges
 from tests.fakes import CountingStore, RecordingSummarizer, chat
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

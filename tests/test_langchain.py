@@ -33,8 +33,7 @@ from slimcache import (
     SummarizerError,
     TrimCompressor,
 )
-from slimcache._messages import check_messages
-from slimcache._summarizer import summarizer_name
+from slimcache.core.summarizer import summarizer_name
 from slimcache.langchain import (
     DEVELOPER_ROLE_KEY,
     LangChainSummarizer,
@@ -42,6 +41,7 @@ from slimcache.langchain import (
     from_langchain,
     to_langchain,
 )
+from slimcache.messages.checks import check_messages
 from tests.fakes import RecordingSummarizer
 
 ROOT = Path(__file__).resolve().parent.parent

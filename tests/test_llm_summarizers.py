@@ -29,7 +29,7 @@ from slimcache import (
     SummaryEntry,
     ThreadKeys,
 )
-from slimcache._summarizer import summarizer_name
+from slimcache.core.summarizer import summarizer_name
 from slimcache.llm import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,

@@ -1,4 +1,6 @@
-"""One worker process of the multi-process concurrency tests (``tests/test_concurrency.py``).
+"""One worker process of the multi-process concurrency tests.
+
+See ``tests/core/test_compressor_concurrency.py``.
 
 It opens one store from a URL, warms it up, prints ``{"started": true}`` and then serves jobs,
 one JSON object per line on stdin, until stdin closes. For each job it builds one

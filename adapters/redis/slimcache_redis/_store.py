@@ -33,7 +33,7 @@ from slimcache import (
     StoreOp,
     StoreTimeout,
 )
-from slimcache.adapters import (
+from slimcache.stores.toolkit import (
     DEFAULT_STORE_TIMEOUT,
     ClosingStore,
     check_ops,
@@ -346,7 +346,7 @@ class RedisStore(ClosingStore):
             url: The Redis URL.
             prefix: Key prefix (default none).
             timeout: Seconds each call may take, end to end (default
-                :data:`~slimcache.adapters.DEFAULT_STORE_TIMEOUT`).
+                :data:`~slimcache.stores.toolkit.DEFAULT_STORE_TIMEOUT`).
             socket_timeout: Seconds to wait for a reply (default half of ``timeout``; at most
                 ``timeout``).
             socket_connect_timeout: Seconds to wait for a connection to open (default half of
@@ -470,7 +470,7 @@ class RedisStore(ClosingStore):
         """Run one redis-py call within the store's timeout, translating its failures.
 
         Every call of the store goes through here, a cache hit's read included, so the driver's
-        errors are caught in place (as :func:`slimcache.adapters.translate_errors` would).
+        errors are caught in place (as :func:`slimcache.stores.toolkit.translate_errors` would).
         """
         try:
             if _TIMEOUT_SCOPE is not None:

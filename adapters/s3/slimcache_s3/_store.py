@@ -22,7 +22,7 @@ from botocore.exceptions import (
 )
 
 from slimcache import ConfigurationError, StoreTimeout
-from slimcache.adapters import (
+from slimcache.stores.toolkit import (
     DEFAULT_STORE_TIMEOUT,
     ClosingStore,
     check_seconds,
@@ -274,7 +274,7 @@ class S3Store(ClosingStore):
                 ``s3://cache?endpoint_url=http://127.0.0.1:9000`` for an S3-compatible server.
             prefix: Object-key prefix, used as given; replaces the URL's path.
             timeout: Seconds each call may take, end to end (default
-                :data:`~slimcache.adapters.DEFAULT_STORE_TIMEOUT`).
+                :data:`~slimcache.stores.toolkit.DEFAULT_STORE_TIMEOUT`).
             endpoint_url: Server to talk to instead of AWS (MinIO, moto, Ceph, ...).
             region_name: AWS region.
             connect_timeout: Seconds to wait for a connection (default: half of what each

@@ -54,7 +54,7 @@ from slimcache import (
     StoreOp,
     StoreTimeout,
 )
-from slimcache.adapters import (
+from slimcache.stores.toolkit import (
     DEFAULT_STORE_TIMEOUT,
     ClosingStore,
     check_ops,
@@ -362,7 +362,7 @@ class SQLStore(ClosingStore):
                 ``postgresql+asyncpg://user:password@host:5432/database``.
             table: Name of the table holding the entries (default ``slimcache_entries``).
             timeout: Seconds each call may take, end to end (default
-                :data:`~slimcache.adapters.DEFAULT_STORE_TIMEOUT`). Waiting for a pooled
+                :data:`~slimcache.stores.toolkit.DEFAULT_STORE_TIMEOUT`). Waiting for a pooled
                 connection is bounded by it too.
             pool_size: Connections kept open in the pool (SQLAlchemy's default when ``None``).
             connect_timeout: PostgreSQL only: seconds to wait for a new connection (default
@@ -544,7 +544,7 @@ class SQLStore(ClosingStore):
             return work(conn)
 
     async def _bounded(self, call: Coroutine[Any, Any, _T]) -> _T:
-        """Await ``call`` within the store's timeout (see :func:`slimcache.adapters.run_bounded`);
+        """Await ``call`` within the store's timeout (see :func:`slimcache.stores.run_bounded`);
         calls given up on are kept until they have unwound, for :meth:`aclose`."""
         return await run_bounded(call, self._timeout, unwinding=self._unwinding)
 

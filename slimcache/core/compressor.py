@@ -1,0 +1,853 @@
+"""The summarize compressor: cached, incremental range summaries of a conversation.
+
+It validates its configuration and dispatches: the decision is the planner's (``_plan``), the
+store calls are the thread cache's (``_thread_cache``), the lease is its own module's
+(``_lease``), and how summaries combine is the strategy's (``_strategies``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, overload
+
+from slimcache._exceptions import (
+    ConfigurationError,
+    InvalidInput,
+    StoreError,
+    StoreTimeout,
+    SummarizerError,
+)
+from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache.core.keys import ThreadKeys, normalize_namespace
+from slimcache.core.lease import Lease
+from slimcache.core.plan import (
+    Decision,
+    Extend,
+    History,
+    Identity,
+    IndexUpdate,
+    IndexView,
+    Rules,
+    Serve,
+    Summarize,
+    decide,
+    next_index,
+    pick_base,
+    read_index,
+)
+from slimcache.core.policy import Keep, Trigger
+from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
+from slimcache.core.settings import (
+    call_hook,
+    check_callables,
+    check_seconds_or_none,
+    check_summary_format,
+    fingerprints_by_id,
+    resolve_policies,
+)
+from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy
+from slimcache.core.summarizer import (
+    Prompts,
+    Summarizer,
+    SummaryContext,
+    Task,
+    call_summarizer,
+    summarizer_name,
+)
+from slimcache.core.thread_cache import (
+    INDEX_ATTEMPTS,
+    StoreIO,
+    ThreadCache,
+    in_background,
+)
+from slimcache.messages.checks import (
+    DEFAULT_MESSAGE_OVERHEAD,
+    CheckedMessages,
+    Conversation,
+    Message,
+    RememberingCounter,
+    TokenCounter,
+    approx_tokens,
+    check_messages,
+    count_message_tokens,
+)
+from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
+
+__all__ = ["DEFAULT_SUMMARY_TEMPLATE", "SummarizeCompressor"]
+
+logger = logging.getLogger("slimcache")
+
+Hook = Any
+
+DEFAULT_SUMMARY_TEMPLATE = "Summary of the earlier conversation:\n{summary}"
+
+# Summary messages whose token counts a compressor remembers; all are forgotten past this.
+_SUMMARY_TOKEN_COUNTS = 1024
+
+
+@dataclass
+class _Work:
+    """Bookkeeping of one request while it runs."""
+
+    checked: CheckedMessages
+    thread_id: str | None
+    reason: str | None = None
+    calls: int = 0
+    input_tokens: int = 0
+    new_messages: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The planner's answer for one read of the index."""
+
+    index_raw: str | None
+    view: IndexView
+    base: SummaryEntry | None
+    gone: frozenset[RangeRef]
+    decision: Decision
+
+
+def _due(decision: Decision) -> RangeRef | None:
+    """The range a decision wants summarized, or ``None``."""
+    return decision.target if isinstance(decision, (Extend, Summarize)) else None
+
+
+class SummarizeCompressor:
+    """Keeps recent messages verbatim and replaces older ones with a cached summary.
+
+    For a thread, each call (1) serves the cached summary when it still matches the history and
+    nothing new needs summarizing, with zero summarizer calls and one store read; (2) otherwise
+    extends the longest cached summary that is still valid with only the messages after it;
+    (3) otherwise summarizes from scratch. All state lives in the store, so any number of
+    stateless servers sharing a store behave as one.
+
+    Args:
+        summarizer: ``(messages, context) -> str``, async or sync; see :class:`SummaryContext`.
+        store: Where summaries live; ``None`` keeps them in this process (a :class:`MemoryStore`).
+        trigger: When to compress (default: more than 20 verbatim messages).
+        keep: How much stays verbatim after compressing (default: the last 10 messages).
+        strategy: How a cached summary and new messages combine: :class:`Extend` (the
+            default: one call given the previous summary and only the new messages),
+            :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`, your own
+            :class:`Strategy`, or the shortcut names ``"extend"``, ``"concat"``, ``"hybrid"``
+            and ``"replace"``.
+        max_summary_tokens: Token budget handed to the summarizer.
+        prompts: The default prompts given to the summarizer.
+        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``). Any other counter
+            must depend on the text alone: the compressor remembers the counts of the texts it
+            saw (up to 2 million characters of text), so a tokenizer reads each text once.
+        message_overhead: Tokens added per message for role and framing.
+        summary_role: Role of the summary message: ``"system"`` (default), ``"developer"``,
+            ``"user"`` or ``"assistant"``.
+        summary_template: Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
+            and ``{count}`` are filled in.
+        namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
+        ttl: Seconds cached entries live (``None``: until deleted).
+        checkpoints: How many ranges a thread's index lists, so that an edit near the end falls
+            back to a recent summary instead of summarizing everything again, and a replay of
+            an earlier point is served from the cache.
+        summarizer_timeout: Seconds one summarizer call may take.
+        on_summarizer_error: ``"raise"`` a :class:`SummarizerError` (default) or return the
+            messages ``"uncompressed"``. Either way the store is left untouched.
+        on_store_error: ``"raise"`` the :class:`StoreError` (default) or ``"bypass"`` the cache
+            and compress without it.
+        summarizer_id: Name recorded in cached entries (default: the function's qualified name).
+            Change it (say, to the model's name) to stop using summaries made before.
+        reuse_entries: ``"matching"`` (default): a cached summary made with another
+            ``summarizer_id``, other prompts or another strategy is not used; the thread is
+            summarized again with the current ones. ``"any"``: use whatever is cached.
+        lock_wait: Seconds to wait for another worker already summarizing for the same thread
+            (on stores with ``set_if_absent``) before summarizing anyway; 0 disables waiting.
+        lease_ttl: Seconds a worker's lease on a thread lives without renewal. It is renewed
+            while the summarizer runs (on stores with ``compare_and_set``), so this bounds how
+            long a crashed worker's lease can make others wait.
+        single_writer: Set when only one worker ever compresses a given thread at a time (one
+            process, or requests pinned to a worker per thread): no lease is taken and nothing
+            is read twice, so a compression costs two store round trips on stores that run
+            batches (read the index; write the range and the index), three on others.
+        store_timeout: Seconds one store call may take before it fails with
+            :class:`StoreTimeout` (``None``: no bound beyond the store's own). A store that
+            bounds its own calls at most this long (:class:`SupportsCallTimeout`: the Redis
+            and SQL stores with their default ``timeout``) is awaited directly, with no
+            second timer.
+        fingerprint: What identifies a covered message. ``"content"`` (default): what a
+            summary is made of (role, content, name, tool calls), so any edit is seen.
+            ``"id"``: a message's ``id`` alone, when it has one, so a hit hashes ids rather than
+            the whole history's text; only for callers whose ids name one content forever (an
+            edited message gets a new id), as an edit under the same id is not seen. Messages
+            without an id are identified by content. Switching re-summarizes each thread once.
+            It pays only for long turns a worker has not hashed before: a fingerprint this
+            process computed is checked again by comparing text, which is cheaper.
+        on_evict: Hook ``(messages, reason)`` called with the messages folded into a summary.
+        on_compress: Hook ``(CompressEvent)`` called after a summary is made.
+        on_cache_hit: Hook ``(CompressEvent)`` called when a cached summary is served.
+        on_error: Hook ``(exception, messages)`` called when the summarizer or store fails.
+
+    Raises:
+        ConfigurationError: For any invalid argument.
+    """
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        store: Store | None = None,
+        *,
+        trigger: Trigger | None = None,
+        keep: Keep | None = None,
+        strategy: Strategy | StrategyName = "extend",
+        max_summary_tokens: int = 1000,
+        prompts: Prompts | None = None,
+        token_counter: TokenCounter = approx_tokens,
+        message_overhead: int = DEFAULT_MESSAGE_OVERHEAD,
+        summary_role: str = "system",
+        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
+        namespace: str = "",
+        ttl: float | None = None,
+        checkpoints: int = 64,
+        summarizer_timeout: float | None = None,
+        on_summarizer_error: Literal["raise", "uncompressed"] = "raise",
+        on_store_error: Literal["raise", "bypass"] = "raise",
+        summarizer_id: str | None = None,
+        reuse_entries: Literal["matching", "any"] = "matching",
+        lock_wait: float = 30.0,
+        lease_ttl: float = 10.0,
+        single_writer: bool = False,
+        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+        fingerprint: Literal["content", "id"] = "content",
+        on_evict: Hook | None = None,
+        on_compress: Hook | None = None,
+        on_cache_hit: Hook | None = None,
+        on_error: Hook | None = None,
+    ) -> None:
+        if not callable(summarizer):
+            raise ConfigurationError("summarizer must be a callable (messages, context) -> str")
+        if store is not None and not isinstance(store, Store):
+            raise ConfigurationError(
+                f"store must have async get, set and delete methods, got {type(store).__name__}"
+            )
+        self._trigger, self._keep = resolve_policies(trigger, keep, default_keep=10)
+        resolved_strategy = resolve_strategy(strategy)
+        check_summary_format(
+            max_summary_tokens=max_summary_tokens,
+            message_overhead=message_overhead,
+            summary_role=summary_role,
+            summary_template=summary_template,
+        )
+        positive_int("checkpoints", checkpoints)
+        summarizer_timeout = check_seconds_or_none("summarizer_timeout", summarizer_timeout)
+        if on_summarizer_error not in ("raise", "uncompressed"):
+            raise ConfigurationError("on_summarizer_error must be 'raise' or 'uncompressed'")
+        if on_store_error not in ("raise", "bypass"):
+            raise ConfigurationError("on_store_error must be 'raise' or 'bypass'")
+        if isinstance(lock_wait, bool) or not isinstance(lock_wait, (int, float)) or lock_wait < 0:
+            raise ConfigurationError("lock_wait must be a number of seconds >= 0")
+        if reuse_entries not in ("matching", "any"):
+            raise ConfigurationError("reuse_entries must be 'matching' or 'any'")
+        by_id = fingerprints_by_id(fingerprint)
+        lease_seconds = check_seconds_or_none("lease_ttl", lease_ttl)
+        if lease_seconds is None:
+            raise ConfigurationError("lease_ttl must be a number of seconds, got None")
+        store_timeout = check_seconds_or_none("store_timeout", store_timeout)
+        check_callables(
+            {
+                "on_evict": on_evict,
+                "on_compress": on_compress,
+                "on_cache_hit": on_cache_hit,
+                "on_error": on_error,
+            }
+        )
+        normalize_namespace(namespace)
+
+        self._summarizer = summarizer
+        self._store: Store = store if store is not None else MemoryStore()
+        self._strategy = resolved_strategy
+        self._max_summary_tokens = max_summary_tokens
+        self._prompts = prompts or Prompts()
+        self._prompt_tokens: int | None = None  # of the summarize prompt, once counted
+        self._summary_token_counts: dict[tuple[str, int, int], int] = {}
+        # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
+        self._count: TokenCounter = (
+            token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
+        )
+        self._overhead = message_overhead
+        self._summary_role = summary_role
+        self._summary_template = summary_template
+        self._namespace = namespace
+        self._ttl = validate_ttl(ttl)
+        self._checkpoints = checkpoints
+        self._timeout = summarizer_timeout
+        self._on_summarizer_error = on_summarizer_error
+        self._on_store_error = on_store_error
+        self._summarizer_id = summarizer_id or summarizer_name(summarizer)
+        self._lock_wait = float(lock_wait)
+        self._lease_ttl = lease_seconds
+        self._single_writer = bool(single_writer)
+        self._by_id = by_id
+        self._stats = Stats()
+        self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
+        identity = Identity(self._summarizer_id, self._prompts.digest, resolved_strategy.name)
+        self._rules = Rules(
+            trigger=self._trigger,
+            keep=self._keep,
+            summary_tokens=self._summary_tokens,
+            identity=identity if reuse_entries == "matching" else None,
+        )
+        self._hooks: dict[str, Hook | None] = {
+            "on_evict": on_evict,
+            "on_compress": on_compress,
+            "on_cache_hit": on_cache_hit,
+            "on_error": on_error,
+        }
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def store(self) -> Store:
+        """The store summaries are kept in."""
+        return self._store
+
+    @property
+    def stats(self) -> Stats:
+        """A snapshot of the counters."""
+        return replace(self._stats)
+
+    def reset_stats(self) -> None:
+        """Zero every counter; the cache is untouched."""
+        self._stats = Stats()
+        self._io.stats = self._stats
+
+    @overload
+    async def compress(
+        self, messages: Conversation, *, thread_id: None = None, force: bool = False
+    ) -> Conversation: ...
+
+    @overload
+    async def compress(
+        self,
+        messages: Sequence[Message],
+        *,
+        thread_id: str | int | None = None,
+        force: bool = False,
+    ) -> list[dict[str, Any]]: ...
+
+    async def compress(
+        self,
+        messages: Conversation | Sequence[Message],
+        *,
+        thread_id: str | int | None = None,
+        force: bool = False,
+    ) -> Conversation | list[dict[str, Any]]:
+        """Compress a conversation.
+
+        Args:
+            messages: A list of chat messages, or a :class:`Conversation`.
+            thread_id: The thread these messages belong to (for a list). Without one, the
+                messages are compressed but nothing is cached: summaries are never shared
+                between conversations by content.
+            force: Compress down to the keep policy now, whatever the trigger says.
+
+        Returns:
+            For a list: ``[pinned system messages..., summary message, *verbatim messages]``.
+            For a :class:`Conversation`: a new one with those messages, and a ``"slimcache"``
+            entry in its metadata describing what happened.
+
+        Raises:
+            InvalidInput: A message or the thread id is malformed (nothing is written).
+            SummarizerError: The summarizer failed (the store is left as it was).
+            StoreError: The store failed and ``on_store_error="raise"``.
+        """
+        result = await self.compress_detailed(messages, thread_id=thread_id, force=force)
+        if isinstance(messages, Conversation):
+            metadata = dict(messages.metadata or {})
+            metadata["slimcache"] = {
+                "outcome": result.outcome,
+                "summary_range": list(result.summary_range) if result.summary_range else None,
+                "summarizer_calls": result.summarizer_calls,
+                "cached": result.cached,
+            }
+            return Conversation(messages.thread_id, result.messages, metadata)
+        return result.messages
+
+    async def compress_detailed(
+        self,
+        messages: Conversation | Sequence[Message],
+        *,
+        thread_id: str | int | None = None,
+        force: bool = False,
+    ) -> CompressionResult:
+        """Like :meth:`compress`, returning a :class:`CompressionResult` with what happened."""
+        if isinstance(messages, Conversation):
+            if thread_id is not None:
+                raise InvalidInput(
+                    "give the thread id in the Conversation or as thread_id, not both"
+                )
+            thread_id = messages.thread_id
+            messages = messages.messages
+        checked = check_messages(messages, self._count, self._overhead)
+        keys = ThreadKeys(thread_id, self._namespace) if thread_id is not None else None
+        self._stats.requests += 1
+        work = _Work(checked, None if thread_id is None else str(thread_id))
+        try:
+            if keys is None:
+                return await self._compress_uncached(work, force)
+            try:
+                return await self._compress_cached(work, keys, force)
+            except StoreError as exc:
+                await self._emit("on_error", exc, [dict(m) for m in checked.messages])
+                if self._on_store_error == "raise":
+                    raise
+                logger.warning("store failed, compressing without the cache: %s", exc)
+                return await self._compress_uncached(_Work(checked, work.thread_id), force)
+        except SummarizerError as exc:
+            self._stats.summarizer_errors += 1
+            await self._emit("on_error", exc, [dict(m) for m in checked.messages])
+            if self._on_summarizer_error == "raise":
+                raise
+            logger.warning("summarizer failed, returning the messages uncompressed: %s", exc)
+            return CompressionResult(
+                [dict(m) for m in checked.messages], "passthrough", thread_id=work.thread_id
+            )
+
+    # ------------------------------------------------------------------ the two paths
+
+    async def _compress_uncached(self, work: _Work, force: bool) -> CompressionResult:
+        decision = decide(History(work.checked, by_id=self._by_id), None, self._rules, force=force)
+        if not isinstance(decision, Summarize):
+            return self._unchanged(work)
+        target = decision.target
+        work.reason = decision.reason
+        summary = await self._produce(work, None, target)
+        self._stats.uncached += 1
+        return await self._made(work, summary, target.start, target.end, "uncached", cached=False)
+
+    async def _compress_cached(
+        self, work: _Work, keys: ThreadKeys, force: bool
+    ) -> CompressionResult:
+        history = History(work.checked, by_id=self._by_id)
+        if history.total == history.pinned:
+            return self._unchanged(work)
+        cache = ThreadCache(self._io, keys)
+        plan = await self._plan(cache, history, await cache.read_index(), force, first=True)
+        target = _due(plan.decision)
+        if target is None:
+            return await self._settle(work, cache, history, plan)
+
+        if self._single_writer:
+            # Nobody else writes this thread: no lease, and nothing to read again.
+            assert isinstance(plan.decision, (Extend, Summarize))
+            return await self._summarize(work, cache, history, plan, plan.decision, None, None)
+        lease: Lease | None = None
+        timeouts = self._io.timeouts
+        reread: tuple[str | None, str | None] | None = None
+        if self._lock_wait > 0 and self._io.atomic:
+            lease = Lease(self._io, keys.lease, self._lease_ttl)
+            plan, reread = await self._take_turn(cache, history, plan, lease, force, target)
+        try:
+            previous_raw: str | None = None
+            if (due := _due(plan.decision)) is not None:
+                # Read again now that this worker has its turn: another may have just finished,
+                # or an earlier request may have written the range and lost its index write.
+                # Taking the lease at once read them in the same round trip.
+                if reread is None or due != target:
+                    reread = await cache.read_index_and_range(due.start, due.end)
+                index_raw, previous_raw = reread
+                plan = await self._plan(cache, history, index_raw, force)
+                existing = cache.parse_range(previous_raw, due.start, due.end)
+                if _due(plan.decision) != due:
+                    previous_raw = None
+                elif self._serves(existing, due):
+                    assert existing is not None
+                    await self._repair_index(cache, history, plan, existing)
+                    return await self._hit(work, existing)
+            decision = plan.decision
+            if not isinstance(decision, (Extend, Summarize)):
+                return await self._settle(work, cache, history, plan)
+            return await self._summarize(work, cache, history, plan, decision, lease, previous_raw)
+        finally:
+            if lease is not None:
+                if self._io.timeouts != timeouts:
+                    lease.release_later()  # the store is not answering: do not wait on it
+                else:
+                    await lease.release()
+
+    async def _summarize(
+        self,
+        work: _Work,
+        cache: ThreadCache,
+        history: History,
+        plan: _Plan,
+        decision: Extend | Summarize,
+        lease: Lease | None,
+        previous_raw: str | None,
+    ) -> CompressionResult:
+        base = decision.base if isinstance(decision, Extend) else None
+        target = decision.target
+        work.reason = decision.reason
+        with_lease = lease.kept() if lease is not None else contextlib.nullcontext()
+        async with with_lease:
+            summary = await self._produce(work, base, target)
+        entry = SummaryEntry(
+            thread=cache.keys.encoded,
+            start=target.start,
+            end=target.end,
+            fingerprint=target.fingerprint,
+            summary=summary,
+            summary_tokens=self._count(summary),
+            covered_tokens=sum(history.checked.tokens[target.start : target.end + 1]),
+            created_at=time.time(),
+            summarizer=self._summarizer_id,
+            prompt=self._prompts.digest,
+            strategy=self._strategy.name,
+        )
+        cached = await self._commit(cache, history, plan, entry, previous_raw, lease)
+        if base is not None:
+            self._stats.extensions += 1
+        else:
+            self._stats.misses += 1
+        outcome: Outcome = "extended" if base is not None else "summarized"
+        return await self._made(work, summary, target.start, target.end, outcome, cached=cached)
+
+    async def _settle(
+        self, work: _Work, cache: ThreadCache, history: History, plan: _Plan
+    ) -> CompressionResult:
+        """Answer a request that needs no summarizer call."""
+        decision = plan.decision
+        if not isinstance(decision, Serve):
+            return self._unchanged(work)
+        entry = decision.entry
+        index = plan.view.index
+        if (index is None or entry is not index.head) and not plan.view.head_beyond:
+            await self._repair_index(cache, history, plan, entry)
+        return await self._hit(work, entry)
+
+    # ------------------------------------------------------------------ planning
+
+    async def _plan(
+        self,
+        cache: ThreadCache,
+        history: History,
+        index_raw: str | None,
+        force: bool,
+        *,
+        first: bool = False,
+    ) -> _Plan:
+        """Run the planner on one read of the index, reading candidate ranges it asks for."""
+        view = read_index(cache.parse_index(index_raw), history, self._rules)
+        if first and view.invalidated:
+            self._stats.invalidations += 1
+            logger.info("thread %s: cached ranges no longer match the history", cache.keys.encoded)
+        fetched: list[SummaryEntry | None] = []
+        if view.candidates:  # usually none: the head is the longest range that matches
+            fetched = await cache.read_ranges([(r.start, r.end) for r in view.candidates])
+        base, gone = pick_base(view, fetched, self._rules)
+        decision = decide(history, base, self._rules, force=force)
+        return _Plan(index_raw, view, base, gone, decision)
+
+    def _serves(self, entry: SummaryEntry | None, target: RangeRef) -> bool:
+        return (
+            entry is not None
+            and entry.fingerprint == target.fingerprint
+            and self._rules.usable(entry)
+        )
+
+    async def _take_turn(
+        self,
+        cache: ThreadCache,
+        history: History,
+        plan: _Plan,
+        lease: Lease,
+        force: bool,
+        target: RangeRef,
+    ) -> tuple[_Plan, tuple[str | None, str | None] | None]:
+        """Hold the thread's lease, or wait until the work is done by the worker who holds it.
+
+        Taking the lease at once reads the index and ``target``'s range in the same round trip
+        (returned with the plan). A waiter watches the lease: when it vanishes without a
+        result (its holder failed) or is abandoned, one waiter takes it over at once. After
+        ``lock_wait`` seconds a waiter goes on without the lease.
+        """
+        keys = cache.keys
+        read = await lease.acquire_and_read([keys.index, keys.summary(target.start, target.end)])
+        if read is not None:
+            return plan, (read[0], read[1])
+        self._stats.lease_waits += 1
+        deadline = time.monotonic() + self._lock_wait
+        delay = 0.02
+        while (remaining := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.5)
+            index_raw, lease_raw = await self._io.get_many([keys.index, keys.lease])
+            plan = await self._plan(cache, history, index_raw, force)
+            if _due(plan.decision) is None:
+                return plan, None
+            if lease_raw is None:
+                if await lease.acquire():
+                    return plan, None
+            elif await lease.take_over(lease_raw):
+                return plan, None
+        logger.warning(
+            "thread %s: waited %.1fs for another worker, summarizing here",
+            keys.encoded,
+            self._lock_wait,
+        )
+        return plan, None
+
+    # ------------------------------------------------------------------ writing
+
+    async def _commit(
+        self,
+        cache: ThreadCache,
+        history: History,
+        plan: _Plan,
+        entry: SummaryEntry,
+        previous_raw: str | None,
+        lease: Lease | None,
+    ) -> bool:
+        """Write the range, then the index (the commit point); undo the range if that fails.
+
+        One batch carries the range, the index, the stale ranges' deletes and the lease's
+        release: one round trip on stores that run batches (elsewhere one call each, the
+        deletes last). If another worker wrote the index in between, the index is merged with
+        theirs and written again.
+
+        Returns whether the summary is cached (``False`` only under ``on_store_error="bypass"``).
+        """
+        update = self._next_index(cache, history, plan.view.index, entry, plan.gone)
+        # Stale ranges go in the batch only where it is one round trip; elsewhere they are
+        # deleted after the index is written, and a failed delete only leaves garbage.
+        batched = self._io.batches
+        written, ops = cache.commit_ops(
+            entry, plan.index_raw, update.index, update.delete if batched else ()
+        )
+        release = lease.release_op() if lease is not None else None
+        try:
+            try:
+                results = await self._io.batch(ops if release is None else [*ops, release])
+                if lease is not None and release is not None:
+                    lease.released()
+                if results[1] is False:  # another worker wrote the index in between
+                    await self._write_index(cache, history, plan, entry, stale=True)
+                elif not batched:
+                    await cache.delete_ranges(update.delete)
+            except StoreTimeout:
+                # The store is not answering: undo once it is back, without holding the caller.
+                in_background(cache.undo_range(entry, written, previous_raw))
+                raise
+            except StoreError:
+                await cache.undo_range(entry, written, previous_raw)
+                raise
+        except StoreError as exc:
+            if self._on_store_error == "raise":
+                raise
+            logger.warning("store failed, serving the summary uncached: %s", exc)
+            return False
+        return True
+
+    def _next_index(
+        self,
+        cache: ThreadCache,
+        history: History,
+        stored: ThreadIndex | None,
+        entry: SummaryEntry,
+        gone: frozenset[RangeRef] = frozenset(),
+    ) -> IndexUpdate:
+        return next_index(
+            stored,
+            history,
+            entry,
+            self._rules,
+            thread=cache.keys.encoded,
+            checkpoints=self._checkpoints,
+            gone=gone,
+        )
+
+    async def _write_index(
+        self,
+        cache: ThreadCache,
+        history: History,
+        plan: _Plan,
+        entry: SummaryEntry,
+        *,
+        stale: bool = False,
+    ) -> None:
+        """Make ``entry`` the head; on compare-and-set stores, merge with concurrent writes.
+
+        ``stale``: the index ``plan`` read has been overwritten since; it is read again first.
+        """
+        expected, stored = plan.index_raw, plan.view.index
+        for attempt in range(INDEX_ATTEMPTS):
+            if attempt or stale:
+                expected = await cache.read_index()
+                stored = cache.parse_index(expected)
+            update = self._next_index(cache, history, stored, entry, plan.gone)
+            if await cache.write_index(expected, update.index):
+                await cache.delete_ranges(update.delete)
+                return
+        logger.warning(
+            "thread %s: the index kept changing; range %d-%d is cached but not listed",
+            cache.keys.encoded,
+            entry.start,
+            entry.end,
+        )
+
+    async def _repair_index(
+        self, cache: ThreadCache, history: History, plan: _Plan, entry: SummaryEntry
+    ) -> None:
+        """Point the index at ``entry`` so the next request is one read again."""
+        try:
+            await self._write_index(cache, history, plan, entry)
+        except StoreError as exc:
+            # Serving the valid summary does not depend on this write.
+            logger.warning("could not update the index of thread %s: %s", cache.keys.encoded, exc)
+
+    # ------------------------------------------------------------------ summarizing
+
+    async def _produce(self, work: _Work, base: SummaryEntry | None, target: RangeRef) -> str:
+        """Summarize the messages after ``base`` up to ``target.end`` with the strategy."""
+        first = base.end + 1 if base is not None else target.start
+        new = work.checked.messages[first : target.end + 1]
+
+        async def summarize(task: Task, messages: Sequence[Message], previous: str | None) -> str:
+            start = target.start if task == "condense" else first
+            return await self._call(work, task, messages, previous, start, target.end)
+
+        summary = await self._strategy.combine(
+            base.summary if base is not None else None,
+            new,
+            summarize,
+            count=self._count,
+            max_tokens=self._max_summary_tokens,
+        )
+        work.new_messages = len(new)
+        self._stats.evicted_messages += len(new)
+        await self._emit("on_evict", [dict(m) for m in new], work.reason or "forced")
+        return summary
+
+    async def _call(
+        self,
+        work: _Work,
+        task: Task,
+        messages: Sequence[Message],
+        previous: str | None,
+        start: int,
+        end: int,
+    ) -> str:
+        prompt = self._prompts.for_task(task).replace("{max_tokens}", str(self._max_summary_tokens))
+        context = SummaryContext(
+            task=task,
+            previous_summary=previous,
+            max_tokens=self._max_summary_tokens,
+            prompt=prompt,
+            thread_id=work.thread_id,
+            start=start,
+            end=end if messages or task == "condense" else start - 1,
+        )
+        sent = self._count(prompt) + sum(
+            count_message_tokens(m, self._count, self._overhead) for m in messages
+        )
+        if previous is not None:
+            sent += self._count(previous)
+        self._stats.summarizer_calls += 1
+        self._stats.summarizer_input_tokens += sent
+        work.calls += 1
+        work.input_tokens += sent
+        summary = await call_summarizer(self._summarizer, messages, context, timeout=self._timeout)
+        self._stats.summarizer_output_tokens += self._count(summary)
+        return summary
+
+    # ------------------------------------------------------------------ results
+
+    def _summary_message(self, summary: str, start: int, end: int) -> dict[str, Any]:
+        content = self._summary_template.format(
+            summary=summary, start=start, end=end, count=end - start + 1
+        )
+        return {"role": self._summary_role, "content": content}
+
+    def _summary_tokens(self, entry: SummaryEntry) -> int:
+        # A hit asks twice (the index's head, then the base), and the next request again: the
+        # summary message is built from the summary and counted once, not on every ask.
+        key = (entry.summary, entry.start, entry.end)
+        found = self._summary_token_counts.get(key)
+        if found is None:
+            message = self._summary_message(entry.summary, entry.start, entry.end)
+            found = count_message_tokens(message, self._count, self._overhead)
+            if len(self._summary_token_counts) >= _SUMMARY_TOKEN_COUNTS:
+                self._summary_token_counts.clear()
+            self._summary_token_counts[key] = found
+        return found
+
+    async def _hit(self, work: _Work, entry: SummaryEntry) -> CompressionResult:
+        self._stats.cache_hits += 1
+        # The covered messages are the ones the entry was made from (their fingerprint matched),
+        # so their tokens are the ones it recorded: a hit counts none of them again.
+        self._stats.naive_input_tokens += self._summarize_prompt_tokens() + entry.covered_tokens
+        return await self._made(work, entry.summary, entry.start, entry.end, "hit", cached=True)
+
+    def _summarize_prompt_tokens(self) -> int:
+        if self._prompt_tokens is None:  # the same on every call: counted once
+            prompt = self._prompts.summarize.replace("{max_tokens}", str(self._max_summary_tokens))
+            self._prompt_tokens = self._count(prompt)
+        return self._prompt_tokens
+
+    def _naive_tokens(self, checked: CheckedMessages, start: int, end: int) -> int:
+        return self._summarize_prompt_tokens() + sum(checked.tokens[start : end + 1])
+
+    def _unchanged(self, work: _Work) -> CompressionResult:
+        return CompressionResult(
+            [dict(m) for m in work.checked.messages], "unchanged", thread_id=work.thread_id
+        )
+
+    async def _made(
+        self,
+        work: _Work,
+        summary: str,
+        start: int,
+        end: int,
+        outcome: Outcome,
+        *,
+        cached: bool,
+    ) -> CompressionResult:
+        checked = work.checked
+        if outcome != "hit":
+            self._stats.naive_input_tokens += self._naive_tokens(checked, start, end)
+        source = checked.messages
+        messages = [
+            *map(dict, source[: checked.pinned]),
+            self._summary_message(summary, start, end),
+            *map(dict, source[end + 1 :]),
+        ]
+        hook = "on_cache_hit" if outcome == "hit" else "on_compress"
+        if self._hooks[hook] is not None:  # the event is built only for a hook that takes it
+            event = CompressEvent(
+                thread_id=work.thread_id,
+                outcome=outcome,
+                start=start,
+                end=end,
+                new_messages=work.new_messages,
+                summarizer_calls=work.calls,
+                input_tokens=work.input_tokens,
+                summary_tokens=self._count(summary),
+                elapsed=time.perf_counter() - work.started,
+                reason=work.reason,
+            )
+            await self._emit(hook, event)
+        return CompressionResult(
+            messages=messages,
+            outcome=outcome,
+            summary=summary,
+            summary_range=(start, end),
+            summarizer_calls=work.calls,
+            cached=cached,
+            thread_id=work.thread_id,
+        )
+
+    async def _emit(self, name: str, *args: Any) -> None:
+        await call_hook(name, self._hooks[name], *args)

@@ -1,0 +1,236 @@
+"""An owned lease: the right of one worker to summarize for a thread while others wait.
+
+The lease is one store key holding ``"<token> <deadline>"``, written with ``set_if_absent``
+and a TTL. Only its holder releases it (compare-and-delete on the token), a holder renews it
+while its summarizer runs, and a lease whose deadline has passed without the store expiring it
+(or that holds bytes slimcache did not write) may be taken over by compare-and-set. A holder
+that cannot release (the store failed) keeps trying in the background until the lease would
+have expired anyway, so the first request after an outage does not wait out a stale lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from slimcache._exceptions import StoreError
+from slimcache.core.thread_cache import StoreIO, in_background
+from slimcache.stores.protocol import CompareAndDeleteOp, GetOp, SetIfAbsentOp
+
+__all__ = ["Lease", "lease_is_abandoned"]
+
+logger = logging.getLogger("slimcache")
+
+# Seconds of clock difference between workers tolerated before a lease counts as abandoned.
+_CLOCK_SKEW = 1.0
+
+
+def lease_is_abandoned(raw: str, now: float, *, skew: float = _CLOCK_SKEW) -> bool:
+    """Whether a lease value is past its deadline, or is not a lease slimcache wrote.
+
+    Args:
+        raw: The stored value.
+        now: Unix time.
+        skew: Seconds of clock difference between workers to tolerate.
+    """
+    token, _, deadline = raw.partition(" ")
+    try:
+        until = float(deadline)
+    except ValueError:
+        return True
+    return not token or until != until or until + skew < now
+
+
+class Lease:
+    """One worker's claim on a key; see the module docstring.
+
+    Args:
+        io: The store calls (the store must have ``set_if_absent``).
+        key: The lease key.
+        ttl: Seconds the lease lives unless renewed.
+        clock: Unix time, replaceable in tests.
+    """
+
+    def __init__(
+        self,
+        io: StoreIO,
+        key: str,
+        ttl: float,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.io = io
+        self.key = key
+        self.ttl = ttl
+        self.clock = clock
+        self.token = uuid.uuid4().hex
+        self.value: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this worker holds the lease."""
+        return self.value is not None
+
+    def _fresh_value(self) -> str:
+        return f"{self.token} {self.clock() + self.ttl:.3f}"
+
+    async def acquire(self) -> bool:
+        """Take the lease if nobody holds it; return whether this worker now holds it."""
+        value = self._fresh_value()
+        try:
+            won = await self.io.set_if_absent(self.key, value, ttl=self.ttl)
+        except StoreError:
+            self._clean_up_later(value)
+            raise
+        if won:
+            self.value = value
+        return self.held
+
+    async def acquire_and_read(self, keys: Sequence[str]) -> list[str | None] | None:
+        """Take the lease if nobody holds it, then read ``keys``: one round trip where the
+        store runs batches.
+
+        Returns:
+            The values of ``keys`` read right after the lease was taken, or ``None`` when
+            another worker holds it.
+        """
+        if not self.io.batches:
+            if not await self.acquire():
+                return None
+            return await self.io.get_many(keys)
+        value = self._fresh_value()
+        try:
+            results = await self.io.batch(
+                [SetIfAbsentOp(self.key, value, self.ttl), *(GetOp(key) for key in keys)]
+            )
+        except StoreError:
+            self._clean_up_later(value)
+            raise
+        if not results[0]:
+            return None
+        self.value = value
+        return results[1:]
+
+    async def take_over(self, seen: str) -> bool:
+        """Take the lease from a holder that abandoned it (see :func:`lease_is_abandoned`).
+
+        Only on stores with compare-and-set, and only if the lease still holds ``seen``.
+        """
+        if not self.io.compares or not lease_is_abandoned(seen, self.clock()):
+            return False
+        value = self._fresh_value()
+        try:
+            won = await self.io.compare_and_set(self.key, seen, value, ttl=self.ttl)
+        except StoreError:
+            self._clean_up_later(value)
+            raise
+        if won:
+            logger.warning("took over the abandoned lease %s", self.key)
+            self.value = value
+        return self.held
+
+    async def renew(self) -> bool:
+        """Push the lease's deadline back; return ``False`` if it is no longer ours."""
+        if self.value is None or not self.io.compares:
+            return False
+        value = self._fresh_value()
+        if await self.io.compare_and_set(self.key, self.value, value, ttl=self.ttl):
+            self.value = value
+            return True
+        logger.warning("lost the lease %s while summarizing", self.key)
+        self.value = None
+        return False
+
+    @contextlib.asynccontextmanager
+    async def kept(self) -> AsyncIterator[None]:
+        """Renew the lease in the background while the block runs (on stores that can)."""
+        if self.value is None or not self.io.compares:
+            yield
+            return
+        task = asyncio.create_task(self._keep_renewing())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _keep_renewing(self) -> None:
+        while self.value is not None:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                await self.renew()
+            except StoreError as exc:
+                logger.warning("could not renew the lease %s: %s", self.key, exc)
+
+    async def release(self, *, background_on_failure: bool = True) -> None:
+        """Give the lease up, if this worker still holds it.
+
+        Only this worker's own lease is deleted: on stores with compare-and-delete atomically,
+        on others after reading it back. If the store fails, the release is retried in the
+        background until the lease would have expired anyway.
+        """
+        value, self.value = self.value, None
+        if value is None:
+            return
+        try:
+            await self._delete_own(value)
+        except StoreError as exc:
+            if not background_on_failure:
+                raise
+            logger.warning("could not release the lease %s, retrying: %s", self.key, exc)
+            self._clean_up_later(value)
+
+    def release_op(self) -> CompareAndDeleteOp | None:
+        """The operation that releases this lease, to end a batch with; ``None`` if this worker
+        holds none or the store cannot compare. Call :meth:`released` once the batch ran."""
+        if self.value is None or not self.io.compares:
+            return None
+        return CompareAndDeleteOp(self.key, self.value)
+
+    def released(self) -> None:
+        """Record that a batch carrying :meth:`release_op` ran: the lease is given up."""
+        self.value = None
+
+    def release_later(self) -> None:
+        """Give the lease up in the background, without waiting on the store.
+
+        For a request whose store calls are timing out: the release would likely time out
+        too, and the caller should not wait for it.
+        """
+        value, self.value = self.value, None
+        if value is not None:
+            self._clean_up_later(value)
+
+    def _clean_up_later(self, value: str) -> None:
+        """Delete ``value`` from the lease key in the background once the store answers.
+
+        A write that failed on the client's side (a timeout) may still have been carried out
+        by the server once it resumed; then nobody owns that lease. Only a lease holding
+        exactly ``value`` is deleted, so a lease another worker took since is left alone.
+        """
+        in_background(self._release_later(value))
+
+    async def _delete_own(self, value: str) -> None:
+        if self.io.compares:
+            await self.io.compare_and_delete(self.key, value)
+        elif await self.io.get(self.key) == value:
+            await self.io.delete(self.key)
+
+    async def _release_later(self, value: str) -> None:
+        _, _, deadline = value.partition(" ")
+        until = float(deadline)
+        delay = 0.1
+        while self.clock() < until:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            try:
+                await self._delete_own(value)
+            except StoreError:
+                continue
+            logger.info("released the lease %s after the store recovered", self.key)
+            return

@@ -1,0 +1,253 @@
+"""How a cached summary and newly evicted messages combine into the next summary.
+
+A strategy gets the previous summary (or ``None``), the new messages, and a ``summarize``
+function that calls the user's summarizer for one task (counting its tokens, applying its
+timeout). Each strategy's ``name`` is recorded in the entries it makes, so a change of strategy
+is recognised on the next request.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+from slimcache._exceptions import ConfigurationError, SummarizerError
+from slimcache.core.summarizer import Task, summarizer_name
+from slimcache.messages.checks import Message, TokenCounter
+from slimcache.stores.protocol import positive_int
+
+__all__ = [
+    "STRATEGY_NAMES",
+    "Concat",
+    "Custom",
+    "Extend",
+    "Hybrid",
+    "MergeFunction",
+    "Replace",
+    "Strategy",
+    "StrategyName",
+    "SummarizeFn",
+    "resolve_strategy",
+]
+
+MergeFunction = Callable[[Union[str, None], str], Union[Awaitable[str], str]]  # noqa: UP007
+"""For :class:`Custom`: ``(previous_summary or None, summary_of_new_messages) -> merged``."""
+
+
+class SummarizeFn(Protocol):
+    """Calls the summarizer for one task: ``(task, messages, previous_summary) -> summary``."""
+
+    def __call__(
+        self, task: Task, messages: Sequence[Message], previous: str | None
+    ) -> Awaitable[str]: ...
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """Combines the previous summary with new messages.
+
+    Attributes:
+        name: Identifies the strategy (and its settings) in cached entries.
+    """
+
+    @property
+    def name(self) -> str:
+        """Identifies the strategy and its settings in cached entries."""
+        ...
+
+    async def combine(
+        self,
+        previous: str | None,
+        new: Sequence[Message],
+        summarize: SummarizeFn,
+        *,
+        count: TokenCounter,
+        max_tokens: int,
+    ) -> str:
+        """Return the summary covering the previous summary and ``new``.
+
+        Args:
+            previous: The cached summary being extended, or ``None`` when starting over.
+            new: The messages to fold in.
+            summarize: Calls the summarizer for one task.
+            count: The compressor's token counter.
+            max_tokens: The compressor's summary budget.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Extend:
+    """One call given the previous summary and only the new messages (the default)."""
+
+    name: str = field(default="extend", init=False)
+
+    async def combine(
+        self,
+        previous: str | None,
+        new: Sequence[Message],
+        summarize: SummarizeFn,
+        *,
+        count: TokenCounter,
+        max_tokens: int,
+    ) -> str:
+        """Ask the summarizer to extend ``previous`` (or to summarize, without one)."""
+        return await summarize("extend" if previous is not None else "summarize", new, previous)
+
+
+@dataclass(frozen=True)
+class Concat:
+    """Summarize only the new messages and append that to the previous summary."""
+
+    name: str = field(default="concat", init=False)
+
+    async def combine(
+        self,
+        previous: str | None,
+        new: Sequence[Message],
+        summarize: SummarizeFn,
+        *,
+        count: TokenCounter,
+        max_tokens: int,
+    ) -> str:
+        """Append a summary of ``new`` to ``previous``."""
+        part = await summarize("summarize", new, None)
+        return part if previous is None else f"{previous}\n\n{part}"
+
+
+@dataclass(frozen=True)
+class Hybrid:
+    """Concatenate until the summary passes ``max_tokens``, then one call condenses it.
+
+    Args:
+        max_tokens: The budget; ``None`` uses the compressor's ``max_summary_tokens``.
+    """
+
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None:
+            positive_int("Hybrid.max_tokens", self.max_tokens)
+
+    @property
+    def name(self) -> str:
+        """``hybrid`` plus the budget when one is set."""
+        return "hybrid" if self.max_tokens is None else f"hybrid:{self.max_tokens}"
+
+    async def combine(
+        self,
+        previous: str | None,
+        new: Sequence[Message],
+        summarize: SummarizeFn,
+        *,
+        count: TokenCounter,
+        max_tokens: int,
+    ) -> str:
+        """Concatenate, and condense once the result exceeds the budget."""
+        summary = await Concat().combine(
+            previous, new, summarize, count=count, max_tokens=max_tokens
+        )
+        budget = self.max_tokens if self.max_tokens is not None else max_tokens
+        if previous is not None and count(summary) > budget:
+            summary = await summarize("condense", [], summary)
+        return summary
+
+
+@dataclass(frozen=True)
+class Replace:
+    """The summary of the new messages replaces the previous one."""
+
+    name: str = field(default="replace", init=False)
+
+    async def combine(
+        self,
+        previous: str | None,
+        new: Sequence[Message],
+        summarize: SummarizeFn,
+        *,
+        count: TokenCounter,
+        max_tokens: int,
+    ) -> str:
+        """Summarize ``new`` alone."""
+        return await summarize("summarize", new, None)
+
+
+class Custom:
+    """Summarize the new messages, then your ``merge(previous, part)`` combines the two.
+
+    Args:
+        merge: ``(previous_summary or None, summary_of_new_messages) -> merged``, sync or async.
+        name: Identifies the merge in cached entries (default: its qualified name).
+    """
+
+    def __init__(self, merge: MergeFunction, *, name: str | None = None) -> None:
+        if not callable(merge):
+            raise ConfigurationError("Custom needs a merge function (previous, part) -> str")
+        self.merge = merge
+        self._name = f"custom:{name or summarizer_name(merge)}"
+
+    @property
+    def name(self) -> str:
+        """``custom:`` plus the merge function's name."""
+        return self._name
+
+    async def combine(
+        self,
+        previous: str | None,
+        new: Sequence[Message],
+        summarize: SummarizeFn,
+        *,
+        count: TokenCounter,
+        max_tokens: int,
+    ) -> str:
+        """Summarize ``new``, then merge it into ``previous``."""
+        part = await summarize("summarize", new, None)
+        try:
+            merged: Any = self.merge(previous, part)
+            if inspect.isawaitable(merged):
+                merged = await merged
+        except Exception as exc:
+            raise SummarizerError(f"merge function failed: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(merged, str) or not merged.strip():
+            raise SummarizerError("merge function returned an empty or non-string summary")
+        return merged
+
+    def __repr__(self) -> str:
+        return f"Custom({self.merge!r})"
+
+
+StrategyName = Literal["extend", "concat", "hybrid", "replace"]
+"""The strategies that have a string shortcut."""
+
+_SHORTCUTS: dict[str, Callable[[], Strategy]] = {
+    "extend": Extend,
+    "concat": Concat,
+    "hybrid": Hybrid,
+    "replace": Replace,
+}
+STRATEGY_NAMES: tuple[str, ...] = tuple(_SHORTCUTS)
+
+
+def resolve_strategy(strategy: Strategy | str) -> Strategy:
+    """Return the strategy object for ``strategy`` (an object, or a shortcut name).
+
+    Raises:
+        ConfigurationError: An unknown name, or an object that is not a strategy.
+    """
+    if isinstance(strategy, str):
+        make = _SHORTCUTS.get(strategy)
+        if strategy == "custom":
+            raise ConfigurationError("strategy 'custom' needs a merge function: pass Custom(merge)")
+        if make is None:
+            raise ConfigurationError(
+                f"strategy must be one of {', '.join(STRATEGY_NAMES)} or a strategy object "
+                f"(Extend(), Concat(), Hybrid(n), Replace(), Custom(merge)), got {strategy!r}"
+            )
+        return make()
+    if not isinstance(strategy, Strategy) or not isinstance(getattr(strategy, "name", None), str):
+        raise ConfigurationError(
+            f"strategy must have a string name and an async combine(), got {strategy!r}"
+        )
+    return strategy

@@ -1,0 +1,214 @@
+"""The summarizer interface: what your function receives, the default prompts, and the call."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import hashlib
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal, Union
+
+from slimcache._exceptions import SummarizerError
+from slimcache.messages.checks import Message, render_transcript
+
+__all__ = [
+    "DEFAULT_CONDENSE_PROMPT",
+    "DEFAULT_EXTEND_PROMPT",
+    "DEFAULT_SUMMARIZE_PROMPT",
+    "Prompts",
+    "Summarizer",
+    "SummaryContext",
+    "call_summarizer",
+    "run_summarizer",
+    "summarizer_name",
+]
+
+# Sync summarizers run on their own bounded pool, apart from asyncio's default executor (which
+# store drivers use): a summarizer that hangs past its timeout ties up one of these threads,
+# never the store's I/O.
+SUMMARIZER_THREADS = 8
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _summarizer_executor() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                max_workers=SUMMARIZER_THREADS, thread_name_prefix="slimcache-summarizer"
+            )
+        return _executor
+
+
+Task = Literal["summarize", "extend", "condense"]
+
+DEFAULT_SUMMARIZE_PROMPT = (
+    "You compress chat history. Summarize the conversation below so that an assistant can "
+    "continue it without the original messages. Keep names, numbers, decisions, open "
+    "questions, the user's preferences and any tool results that still matter. Write in the "
+    "third person, plain prose or short bullet points, at most {max_tokens} tokens."
+)
+DEFAULT_EXTEND_PROMPT = (
+    "You compress chat history. Below is the summary of the conversation so far, followed by "
+    "newer messages. Rewrite the summary so that it also covers the newer messages. Keep "
+    "names, numbers, decisions, open questions, the user's preferences and any tool results "
+    "that still matter; when newer messages contradict the summary, the newer messages win. "
+    "At most {max_tokens} tokens."
+)
+DEFAULT_CONDENSE_PROMPT = (
+    "The text below is a summary of a conversation, assembled from several partial summaries. "
+    "Condense it into one coherent summary of at most {max_tokens} tokens, keeping names, "
+    "numbers, decisions, open questions and the user's preferences."
+)
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The prompts handed to the summarizer; ``{max_tokens}`` is filled in.
+
+    Attributes:
+        summarize: For summarizing messages from scratch.
+        extend: For folding new messages into a previous summary.
+        condense: For shortening a summary that grew past its budget (``hybrid`` strategy).
+    """
+
+    summarize: str = DEFAULT_SUMMARIZE_PROMPT
+    extend: str = DEFAULT_EXTEND_PROMPT
+    condense: str = DEFAULT_CONDENSE_PROMPT
+
+    def for_task(self, task: Task) -> str:
+        """Return the prompt template for ``task``."""
+        prompt: str = getattr(self, task)
+        return prompt
+
+    @property
+    def digest(self) -> str:
+        """A short digest identifying these prompts in cached entries."""
+        joined = "\x00".join((self.summarize, self.extend, self.condense))
+        return hashlib.blake2b(joined.encode(), digest_size=6).hexdigest()
+
+
+@dataclass(frozen=True)
+class SummaryContext:
+    """Everything a summarizer needs besides the messages.
+
+    Attributes:
+        task: ``"summarize"`` (from scratch), ``"extend"`` (fold the messages into
+            ``previous_summary``) or ``"condense"`` (shorten ``previous_summary``; no messages).
+        previous_summary: The summary to extend or condense, else ``None``.
+        max_tokens: Token budget for the summary.
+        prompt: The default prompt for this task, budget filled in.
+        thread_id: The conversation's thread id, if any.
+        start: Index of the first message given, in the whole conversation.
+        end: Index of the last message given (``start - 1`` when none are given).
+    """
+
+    task: Task
+    previous_summary: str | None
+    max_tokens: int
+    prompt: str
+    thread_id: str | None
+    start: int
+    end: int
+
+    def to_prompt(self, messages: Sequence[Message]) -> str:
+        """Render the whole request as one text: prompt, previous summary, transcript."""
+        parts = [self.prompt]
+        if self.previous_summary is not None:
+            parts.append(f"Summary so far:\n{self.previous_summary}")
+        if messages:
+            parts.append(f"Messages:\n{render_transcript(messages)}")
+        return "\n\n".join(parts)
+
+    def to_chat(self, messages: Sequence[Message]) -> list[dict[str, str]]:
+        """Render the request as chat messages for a chat-completions API."""
+        body = self.to_prompt(messages)[len(self.prompt) :].lstrip("\n")
+        return [
+            {"role": "system", "content": self.prompt},
+            {"role": "user", "content": body or "(nothing to summarize)"},
+        ]
+
+
+Summarizer = Callable[
+    [Sequence[Message], SummaryContext], Union[Awaitable[str], str]  # noqa: UP007
+]
+"""Your summarizer: ``(messages, context) -> str``, async or sync (sync runs on a bounded pool of
+``SUMMARIZER_THREADS`` threads of its own)."""
+
+
+def summarizer_name(summarizer: object) -> str:
+    """A readable identity for a summarizer, recorded in cached entries."""
+    name = getattr(summarizer, "__qualname__", None) or type(summarizer).__qualname__
+    module = getattr(summarizer, "__module__", None) or type(summarizer).__module__
+    return f"{module}.{name}"
+
+
+def _is_async(func: object) -> bool:
+    if inspect.iscoroutinefunction(func):
+        return True
+    call = getattr(func, "__call__", None)  # noqa: B004 - async __call__ on an instance
+    return inspect.iscoroutinefunction(call)
+
+
+def run_summarizer(
+    summarizer: Summarizer, messages: Sequence[Message], context: SummaryContext
+) -> Awaitable[Any]:
+    """Start the summarizer: an async one in this loop, a sync one on the summarizer pool.
+
+    The result is awaited as it comes (an awaitable a sync summarizer hands back is followed);
+    nothing is checked here: :func:`call_summarizer` does that.
+    """
+    if _is_async(summarizer):
+        return _resolve(summarizer(messages, context))
+    call = functools.partial(contextvars.copy_context().run, summarizer, messages, context)
+    return _resolve(asyncio.get_running_loop().run_in_executor(_summarizer_executor(), call))
+
+
+async def call_summarizer(
+    summarizer: Summarizer,
+    messages: Sequence[Message],
+    context: SummaryContext,
+    *,
+    timeout: float | None,
+) -> str:
+    """Call the summarizer and check what it returns.
+
+    Raises:
+        SummarizerError: It raised, timed out, or returned an empty or non-string result;
+            the original exception is chained.
+    """
+    where = f"messages {context.start}-{context.end}" if messages else "the summary"
+    try:
+        pending = run_summarizer(summarizer, messages, context)
+        if timeout is not None:
+            result = await asyncio.wait_for(pending, timeout)
+        else:
+            result = await pending
+    except asyncio.TimeoutError as exc:
+        raise SummarizerError(
+            f"summarizer timed out after {timeout}s on {where} ({context.task})"
+        ) from exc
+    except Exception as exc:
+        raise SummarizerError(
+            f"summarizer failed on {where} ({context.task}): {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(result, str):
+        raise SummarizerError(
+            f"summarizer returned {type(result).__name__} for {where}, expected a string"
+        )
+    if not result.strip():
+        raise SummarizerError(f"summarizer returned an empty summary for {where}")
+    return result.strip()
+
+
+async def _resolve(value: Any) -> Any:
+    # A sync summarizer may still hand back an awaitable; follow it through.
+    while inspect.isawaitable(value):
+        value = await value
+    return value

@@ -1,0 +1,300 @@
+"""Every store call the compressor makes: bounded in time, counted, and turned into ``StoreError``.
+
+:class:`StoreIO` wraps one store call at a time, a batch of operations included (one round trip
+where the store can, else one call each); :class:`ThreadCache` is one thread's cache as the
+compressor uses it: read the index, read ranges, the writes of a commit (the range, then the
+index), undo, and repair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from slimcache._exceptions import StoreError, StoreTimeout
+from slimcache.core.entries import SummaryEntry, ThreadIndex
+from slimcache.core.keys import ThreadKeys
+from slimcache.core.results import Stats
+from slimcache.stores.protocol import (
+    CompareAndSetOp,
+    DeleteOp,
+    GetOp,
+    SetOp,
+    Store,
+    StoreOp,
+    SupportsBatch,
+    SupportsCompareAndSet,
+    SupportsGetMany,
+    SupportsSetIfAbsent,
+    call_bound,
+)
+from slimcache.stores.toolkit import run_bounded, run_op
+
+__all__ = ["INDEX_ATTEMPTS", "StoreIO", "ThreadCache", "bounds_itself", "in_background"]
+
+logger = logging.getLogger("slimcache")
+
+_T = TypeVar("_T")
+
+# Attempts at writing the index when other workers keep writing it in between.
+INDEX_ATTEMPTS = 8
+
+# Clean-ups running in the background, referenced until they finish.
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def in_background(coro: Coroutine[Any, Any, None]) -> None:
+    """Run a clean-up in the background, keeping a reference until it finishes."""
+    task = asyncio.get_running_loop().create_task(coro)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+
+
+def bounds_itself(store: object, timeout: float | None) -> bool:
+    """Whether ``store``'s own bound on a call is enough: no longer than ``timeout``."""
+    own = call_bound(store)
+    return timeout is None or (own is not None and own <= timeout)
+
+
+class StoreIO:
+    """Calls the store, each call bounded by ``timeout`` seconds and counted in ``stats``.
+
+    A store that bounds its own calls within ``timeout`` (:class:`SupportsCallTimeout`) is
+    awaited directly; any other call runs under :func:`run_bounded`, which returns at the
+    bound whatever the store does.
+
+    Args:
+        store: The store.
+        stats: The counters to update.
+        timeout: Seconds one call may take; ``None`` for no bound.
+        ttl: TTL of the entries written.
+    """
+
+    def __init__(
+        self, store: Store, stats: Stats, *, timeout: float | None, ttl: float | None
+    ) -> None:
+        self.store = store
+        self.stats = stats
+        self.timeout = timeout
+        self.ttl = ttl
+        self.timeouts = 0  # calls that ran out of time, so far
+        # The bound this object enforces itself: none when the store's own is enough.
+        self._bound = None if bounds_itself(store, timeout) else timeout
+
+    @property
+    def atomic(self) -> bool:
+        """Whether the store has an atomic ``set_if_absent``."""
+        return isinstance(self.store, SupportsSetIfAbsent)
+
+    @property
+    def batches(self) -> bool:
+        """Whether the store runs several operations in one round trip (``batch``)."""
+        return isinstance(self.store, SupportsBatch)
+
+    @property
+    def compares(self) -> bool:
+        """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
+        return isinstance(self.store, SupportsCompareAndSet)
+
+    async def _call(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
+        try:
+            if self._bound is None:
+                return await call
+            return await run_bounded(call, self._bound)
+        except asyncio.TimeoutError as exc:
+            self.stats.store_errors += 1
+            self.timeouts += 1
+            after = "" if self.timeout is None else f" after {self.timeout:g}s"
+            raise StoreTimeout(f"store {what} timed out{after}") from exc
+        except StoreTimeout:  # the store's own bound
+            self.stats.store_errors += 1
+            self.timeouts += 1
+            raise
+        except StoreError:
+            self.stats.store_errors += 1
+            raise
+        except Exception as exc:
+            self.stats.store_errors += 1
+            raise StoreError(f"store {what} failed: {type(exc).__name__}: {exc}") from exc
+
+    async def get(self, key: str) -> str | None:
+        """Read one key."""
+        self.stats.store_reads += 1
+        value: Any = await self._call(f"get {key!r}", self.store.get(key))
+        return value if isinstance(value, str) else None
+
+    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
+        """Read several keys, in one round trip where the store can."""
+        store = self.store
+        if not isinstance(store, SupportsGetMany):
+            return [await self.get(key) for key in keys]
+        self.stats.store_reads += 1
+        values: Any = await self._call(f"get_many of {len(keys)} keys", store.get_many(keys))
+        if not isinstance(values, list) or len(values) != len(keys):
+            raise StoreError(f"get_many returned {values!r:.80} for {len(keys)} keys")
+        return [value if isinstance(value, str) else None for value in values]
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        """Write one key (``ttl`` defaults to the entries' TTL)."""
+        self.stats.store_writes += 1
+        await self._call(f"set {key!r}", self.store.set(key, value, ttl=ttl or self.ttl))
+
+    async def set_if_absent(self, key: str, value: str, *, ttl: float | None) -> bool:
+        """Write one key if absent; the store must have the ability."""
+        store = self.store
+        assert isinstance(store, SupportsSetIfAbsent)
+        self.stats.store_writes += 1
+        won: bool = await self._call(
+            f"set_if_absent {key!r}", store.set_if_absent(key, value, ttl=ttl)
+        )
+        return won
+
+    async def compare_and_set(
+        self, key: str, expected: str | None, value: str, *, ttl: float | None = None
+    ) -> bool:
+        """Write one key if it holds ``expected``; the store must have the ability."""
+        store = self.store
+        assert isinstance(store, SupportsCompareAndSet)
+        self.stats.store_writes += 1
+        won: bool = await self._call(
+            f"compare_and_set {key!r}",
+            store.compare_and_set(key, expected, value, ttl=ttl or self.ttl),
+        )
+        return won
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        """Delete one key if it holds ``expected``; the store must have the ability."""
+        store = self.store
+        assert isinstance(store, SupportsCompareAndSet)
+        self.stats.store_deletes += 1
+        done: bool = await self._call(
+            f"compare_and_delete {key!r}", store.compare_and_delete(key, expected)
+        )
+        return done
+
+    async def delete(self, key: str) -> None:
+        """Delete one key."""
+        self.stats.store_deletes += 1
+        await self._call(f"delete {key!r}", self.store.delete(key))
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        """Run ``ops`` in order: one round trip on a store with ``batch``, else one call each.
+
+        Conditional operations need the store's abilities (``set_if_absent``,
+        ``compare_and_set``) when it has no ``batch``.
+        """
+        store = self.store
+        if not isinstance(store, SupportsBatch):
+            return [await run_op(self, op) for op in ops]
+        self.stats.store_batches += 1
+        results: Any = await self._call(f"batch of {len(ops)} operations", store.batch(ops))
+        if not isinstance(results, list) or len(results) != len(ops):
+            raise StoreError(f"batch returned {results!r:.80} for {len(ops)} operations")
+        return [
+            (result if isinstance(result, str) else None) if isinstance(op, GetOp) else result
+            for op, result in zip(ops, results, strict=True)
+        ]
+
+
+class ThreadCache:
+    """One thread's entries in the store.
+
+    Args:
+        io: The store calls.
+        keys: The thread's keys.
+    """
+
+    def __init__(self, io: StoreIO, keys: ThreadKeys) -> None:
+        self.io = io
+        self.keys = keys
+
+    def parse_index(self, raw: str | None) -> ThreadIndex | None:
+        """Parse a raw index value (unusable values are logged misses)."""
+        return ThreadIndex.parse(raw, thread=self.keys.encoded)
+
+    def parse_range(self, raw: str | None, start: int, end: int) -> SummaryEntry | None:
+        """Parse a raw range value (unusable values are logged misses)."""
+        return SummaryEntry.parse(raw, thread=self.keys.encoded, start=start, end=end)
+
+    async def read_index(self) -> str | None:
+        """Read the raw index."""
+        return await self.io.get(self.keys.index)
+
+    async def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[SummaryEntry | None]:
+        """Read and parse several ranges in one round trip where the store can."""
+        if not ranges:
+            return []
+        raws = await self.io.get_many([self.keys.summary(s, e) for s, e in ranges])
+        return [self.parse_range(raw, s, e) for raw, (s, e) in zip(raws, ranges, strict=True)]
+
+    async def read_index_and_range(self, start: int, end: int) -> tuple[str | None, str | None]:
+        """Read the raw index and one raw range together."""
+        index_raw, range_raw = await self.io.get_many(
+            [self.keys.index, self.keys.summary(start, end)]
+        )
+        return index_raw, range_raw
+
+    async def undo_range(self, entry: SummaryEntry, written: str, previous: str | None) -> None:
+        """Put a range back as it was, unless another worker has overwritten it since."""
+        key = self.keys.summary(entry.start, entry.end)
+        try:
+            if self.io.compares:
+                if previous is None:
+                    await self.io.compare_and_delete(key, written)
+                else:
+                    await self.io.compare_and_set(key, written, previous)
+            elif previous is None:
+                await self.io.delete(key)
+            else:
+                await self.io.set(key, previous)
+        except StoreError as exc:
+            logger.error("could not restore %s after a failed write: %s", key, exc)
+
+    def commit_ops(
+        self,
+        entry: SummaryEntry,
+        expected_raw: str | None,
+        index: ThreadIndex,
+        delete: Sequence[tuple[int, int]],
+    ) -> tuple[str, list[StoreOp]]:
+        """The writes of one commit, for one batch: the range, the index, then stale ranges.
+
+        The index is written with compare-and-set where the store can (see
+        :meth:`write_index`). Returns the range's value (for :meth:`undo_range`) and the ops.
+        """
+        value = entry.to_json()
+        range_key = self.keys.summary(entry.start, entry.end)
+        ops: list[StoreOp] = [
+            SetOp(range_key, value, self.io.ttl),
+            self._index_op(expected_raw, index),
+        ]
+        ops += [DeleteOp(self.keys.summary(start, end)) for start, end in delete]
+        return value, ops
+
+    def _index_op(self, expected_raw: str | None, index: ThreadIndex) -> StoreOp:
+        """Writing the index: with compare-and-set where the store can, against
+        ``expected_raw``, so that a newer index another worker wrote is never overwritten."""
+        value, ttl = index.to_json(), self.io.ttl
+        if self.io.compares:
+            return CompareAndSetOp(self.keys.index, expected_raw, value, ttl)
+        return SetOp(self.keys.index, value, ttl)
+
+    async def write_index(self, expected_raw: str | None, index: ThreadIndex) -> bool:
+        """Write the index; with compare-and-set, only if it still holds ``expected_raw``.
+
+        Returns:
+            Whether it was written (``False``: another worker wrote it in between).
+        """
+        op = self._index_op(expected_raw, index)
+        written = await run_op(self.io, op)
+        return bool(written) if isinstance(op, CompareAndSetOp) else True
+
+    async def delete_ranges(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Delete ranges that went stale; a failure only leaves garbage behind."""
+        for start, end in ranges:
+            try:
+                await self.io.delete(self.keys.summary(start, end))
+            except StoreError as exc:
+                logger.warning("could not delete stale range %d-%d: %s", start, end, exc)

@@ -1,0 +1,808 @@
+"""Compaction the model drives itself: a context status each turn and a ``new_session`` tool.
+
+Two modes, as in Crush's compaction proposal:
+
+- ``"llm"``: each turn the model is told how full its context is (a ``<context_status>``
+  system message) and is offered the ``new_session`` tool. When it judges the context too full
+  it calls the tool with a summary; the conversation continues in a new thread whose first
+  message carries that summary.
+- ``"auto"``: no status message and no tool; automatic compaction stays with
+  :class:`~slimcache.SummarizeCompressor`.
+
+What is persisted, per thread (keys built from :class:`~slimcache.ThreadKeys`)::
+
+    thread_<new>:session   the new session's record: its summary and first message
+    thread_<old>:next      the link from the old thread to the new one
+
+so a stateless server that only knows an old thread id finds the current session with
+:meth:`Compaction.current_session`, after a restart too.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
+from slimcache.core.entries import load_stored
+from slimcache.core.keys import ThreadKeys, encode_thread_id, normalize_namespace
+from slimcache.core.results import Stats
+from slimcache.core.thread_cache import StoreIO
+from slimcache.messages.checks import (
+    DEFAULT_MESSAGE_OVERHEAD,
+    NON_TEXT_PART_TOKENS,
+    Message,
+    TokenCounter,
+    approx_tokens,
+    check_messages,
+    count_message_tokens,
+)
+from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
+
+__all__ = [
+    "DEFAULT_SESSION_TEMPLATE",
+    "NEW_SESSION_TOOL",
+    "Compaction",
+    "CompactionMode",
+    "ContextStatus",
+    "NewSession",
+    "ToolError",
+]
+
+logger = logging.getLogger("slimcache")
+
+CompactionMode = Literal["auto", "llm"]
+"""``"llm"``: the model compacts through the ``new_session`` tool; ``"auto"``: it does not."""
+
+ToolApi = Literal["openai", "anthropic"]
+
+NEW_SESSION_TOOL = "new_session"
+"""The name of the tool the model calls to continue in a new session."""
+
+DEFAULT_SESSION_TEMPLATE = (
+    "This session continues an earlier one. Summary of that session:\n{summary}"
+)
+"""Text of a new session's first message; ``{summary}`` is the summary the model wrote."""
+
+SESSION_SUFFIX = "session"
+LINK_SUFFIX = "next"
+_SESSION_FORMAT = "slimcache.session"
+_LINK_FORMAT = "slimcache.session_link"
+_RECORD_VERSION = 1
+# Links are followed one store read at a time; real chains are a handful of sessions long.
+_MAX_HOPS = 1000
+
+_SUMMARY_DESCRIPTION = (
+    "What the current session was working on, what has been accomplished and what remains to "
+    "be done. It becomes the first message of the new session, which sees nothing else."
+)
+
+_TOOL_DESCRIPTION = """\
+Start a fresh session that carries on with the current task from a summary you write, \
+freeing the context window.
+
+When to use: every turn carries a <context_status> message with used_pct, used_tokens, \
+remaining_tokens and context_window. Call new_session when you judge the context too full to \
+continue well: by default once used_pct reaches 75, preferably at a natural break in the work.
+
+The summary is all the new session will know. Include:
+1. the task being worked on;
+2. what has been accomplished in this session;
+3. what remains to be done, in detail;
+and any critical context (file paths, decisions, findings, open questions) and the user's \
+standing instructions, these about new_session included.
+
+Once called, this session ends and the new one starts with your summary as its first message."""
+
+_STATUS_HINT = (
+    "When you judge the context too full to continue well, call the new_session tool with a "
+    "summary of the task, what is done and what remains: the conversation then continues in a "
+    "fresh session that starts from your summary."
+)
+
+_EMPTY_SUMMARY = (
+    "A non-empty summary is required to start a new session. Call new_session again with a "
+    "summary of the task, what has been accomplished and what remains to be done."
+)
+
+_NOT_OFFERED = (
+    "new_session is not available: this conversation's context is compacted automatically. "
+    "Carry on with the task."
+)
+
+
+@dataclass(frozen=True)
+class ContextStatus:
+    """How full the context is, for the messages about to be sent.
+
+    Attributes:
+        used_tokens: Tokens of the messages (plus any ``extra_tokens`` given).
+        context_window: The model's context window in tokens.
+        remaining_tokens: ``context_window - used_tokens``, never below 0.
+        used_pct: Whole percent of the window used (rounded down, at most 100).
+    """
+
+    used_tokens: int
+    context_window: int
+    remaining_tokens: int
+    used_pct: int
+
+    @classmethod
+    def measure(cls, used_tokens: int, context_window: int) -> ContextStatus:
+        """Build the status of ``used_tokens`` out of ``context_window``."""
+        return cls(
+            used_tokens=used_tokens,
+            context_window=context_window,
+            remaining_tokens=max(context_window - used_tokens, 0),
+            used_pct=min(used_tokens * 100 // context_window, 100),
+        )
+
+    def tag(self) -> str:
+        """The ``<context_status>`` element: a compact JSON object in the tag.
+
+        Example: ``<context_status>{"used_pct":42,"used_tokens":4200,
+        "remaining_tokens":5800,"context_window":10000}</context_status>``.
+        """
+        data = {
+            "used_pct": self.used_pct,
+            "used_tokens": self.used_tokens,
+            "remaining_tokens": self.remaining_tokens,
+            "context_window": self.context_window,
+        }
+        return f"<context_status>{json.dumps(data, separators=(',', ':'))}</context_status>"
+
+
+def _check_call_id(name: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{name} must be a non-empty string, got {value!r:.80}")
+    return value
+
+
+def _openai_result(content: str, call_id: str | None) -> dict[str, Any]:
+    if call_id is None:
+        raise InvalidInput("tool_call_id is needed: pass the id of the model's tool call")
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def _anthropic_result(content: str, call_id: str | None, *, is_error: bool) -> dict[str, Any]:
+    if call_id is None:
+        raise InvalidInput("tool_use_id is needed: pass the id of the model's tool_use block")
+    return {"type": "tool_result", "tool_use_id": call_id, "is_error": is_error, "content": content}
+
+
+@dataclass(frozen=True)
+class ToolError:
+    """The model's ``new_session`` call was refused; send the error back so it can retry.
+
+    Nothing was written to the store.
+
+    Attributes:
+        message: What was wrong and how to call the tool instead.
+        tool_call_id: The id of the refused call, when it was given to the handler.
+    """
+
+    message: str
+    tool_call_id: str | None = None
+
+    def openai_result(self, tool_call_id: str | None = None) -> dict[str, Any]:
+        """The tool message for the Chat Completions API.
+
+        Args:
+            tool_call_id: The call's id; defaults to the one given to the handler.
+
+        Returns:
+            ``{"role": "tool", "tool_call_id": ..., "content": ...}``.
+
+        Raises:
+            InvalidInput: No call id was given, here or to the handler.
+        """
+        call_id = _check_call_id("tool_call_id", tool_call_id) or self.tool_call_id
+        return _openai_result(self.message, call_id)
+
+    def anthropic_result(self, tool_use_id: str | None = None) -> dict[str, Any]:
+        """The ``tool_result`` content block for the Anthropic Messages API.
+
+        Put it in the content of the next user message.
+
+        Args:
+            tool_use_id: The ``tool_use`` block's id; defaults to the one given to the handler.
+
+        Returns:
+            ``{"type": "tool_result", "tool_use_id": ..., "is_error": True, "content": ...}``.
+
+        Raises:
+            InvalidInput: No call id was given, here or to the handler.
+        """
+        call_id = _check_call_id("tool_use_id", tool_use_id) or self.tool_call_id
+        return _anthropic_result(self.message, call_id, is_error=True)
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """A session started by the model's ``new_session`` call.
+
+    Attributes:
+        thread_id: The new session's thread id: send its messages under this id from now on.
+        previous_thread_id: The thread the model called ``new_session`` from.
+        summary: The summary the model wrote (surrounding whitespace removed).
+        first_message: The new session's first message, which carries the summary.
+        created_at: Unix time the session was started.
+        tool_call_id: The id of the call that started it, when given to the handler.
+    """
+
+    thread_id: str
+    previous_thread_id: str | int
+    summary: str
+    first_message: dict[str, Any]
+    created_at: float
+    tool_call_id: str | None = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The new session's history so far: a copy of ``[first_message]``."""
+        return [copy.deepcopy(self.first_message)]
+
+    @property
+    def result_text(self) -> str:
+        """The text of the success result, for the old thread's transcript."""
+        return f"Started new session {self.thread_id}; it begins with the summary."
+
+    def openai_result(self, tool_call_id: str | None = None) -> dict[str, Any]:
+        """The tool message answering the call in the old thread (Chat Completions API).
+
+        Needed only if the old thread's transcript is kept or shown: every tool call must be
+        answered before that history is valid again.
+
+        Raises:
+            InvalidInput: No call id was given, here or to the handler.
+        """
+        call_id = _check_call_id("tool_call_id", tool_call_id) or self.tool_call_id
+        return _openai_result(self.result_text, call_id)
+
+    def anthropic_result(self, tool_use_id: str | None = None) -> dict[str, Any]:
+        """The ``tool_result`` block answering the call in the old thread (Messages API).
+
+        Raises:
+            InvalidInput: No call id was given, here or to the handler.
+        """
+        call_id = _check_call_id("tool_use_id", tool_use_id) or self.tool_call_id
+        return _anthropic_result(self.result_text, call_id, is_error=False)
+
+    def to_json(self) -> str:
+        """Serialize the session record (what is stored under ``<prefix>session``)."""
+        data = {
+            "format": _SESSION_FORMAT,
+            "v": _RECORD_VERSION,
+            "thread": encode_thread_id(self.thread_id),
+            "thread_id": self.thread_id,
+            "previous_thread_id": self.previous_thread_id,
+            "summary": self.summary,
+            "first_message": self.first_message,
+            "created_at": self.created_at,
+            "tool_call_id": self.tool_call_id,
+        }
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, raw: object, *, thread: str) -> NewSession | None:
+        """Rebuild a stored record; ``None`` (logged) if it is unusable or not ``thread``'s."""
+        if raw is None:
+            return None
+        session = cls._from_json(raw, thread)
+        if session is None:
+            logger.warning("ignoring unusable session record for thread %s", thread)
+        return session
+
+    @classmethod
+    def _from_json(cls, raw: object, thread: str) -> NewSession | None:
+        data = load_stored(raw)
+        if not isinstance(data, dict) or data.get("format") != _SESSION_FORMAT:
+            return None
+        if data.get("v") != _RECORD_VERSION or data.get("thread") != thread:
+            return None
+        thread_id = data.get("thread_id")
+        previous = data.get("previous_thread_id")
+        summary = data.get("summary")
+        first = data.get("first_message")
+        created = data.get("created_at")
+        call_id = data.get("tool_call_id")
+        if not isinstance(thread_id, str) or not isinstance(summary, str):
+            return None
+        if isinstance(previous, bool) or not isinstance(previous, (str, int)):
+            return None
+        if not isinstance(first, dict) or isinstance(created, bool):
+            return None
+        if not isinstance(created, (int, float)):
+            return None
+        if call_id is not None and not isinstance(call_id, str):
+            return None
+        return cls(thread_id, previous, summary, first, float(created), call_id)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class _Link:
+    next_thread_id: str
+    tool_call_id: str | None
+    created_at: float = field(default_factory=time.time)
+
+    def to_json(self, thread: str) -> str:
+        data = {
+            "format": _LINK_FORMAT,
+            "v": _RECORD_VERSION,
+            "thread": thread,
+            "next_thread_id": self.next_thread_id,
+            "tool_call_id": self.tool_call_id,
+            "created_at": self.created_at,
+        }
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, raw: object, *, thread: str) -> _Link | None:
+        if raw is None:
+            return None
+        data = load_stored(raw)
+        if (
+            isinstance(data, dict)
+            and data.get("format") == _LINK_FORMAT
+            and data.get("v") == _RECORD_VERSION
+            and data.get("thread") == thread
+            and isinstance(data.get("next_thread_id"), str)
+            and (data.get("tool_call_id") is None or isinstance(data.get("tool_call_id"), str))
+            and _is_number(data.get("created_at"))
+        ):
+            return cls(data["next_thread_id"], data["tool_call_id"], float(data["created_at"]))
+        logger.warning("ignoring unusable session link for thread %s", thread)
+        return None
+
+
+def _parse_summary(arguments: object) -> str | ToolError:
+    """The summary in the model's arguments, or the error to send back."""
+    if isinstance(arguments, (bytes, bytearray)):
+        try:
+            arguments = arguments.decode("utf-8")
+        except UnicodeDecodeError:
+            return ToolError('new_session arguments must be a JSON object like {"summary": "..."}')
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError) as exc:
+            return ToolError(
+                f"new_session arguments are not valid JSON ({exc}). Call it again with a JSON "
+                'object like {"summary": "..."}.'
+            )
+    if not isinstance(arguments, Mapping):
+        return ToolError(
+            'new_session arguments must be a JSON object like {"summary": "..."}, got '
+            f"{type(arguments).__name__}."
+        )
+    summary = arguments.get("summary")
+    if summary is None or (isinstance(summary, str) and not summary.strip()):
+        return ToolError(_EMPTY_SUMMARY)
+    if not isinstance(summary, str):
+        return ToolError(
+            f"new_session's summary must be a string, got {type(summary).__name__}. Call it "
+            "again with the summary as text."
+        )
+    return summary.strip()
+
+
+def _derived_thread_id(previous: str | int, tool_call_id: str) -> str:
+    """The new thread id for a given call: the same call always gives the same id."""
+    seed = f"slimcache-session-v1\x00{previous}\x00{tool_call_id}"
+    digest = hashlib.blake2b(seed.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return f"session-{digest}"
+
+
+def _block_tokens(part: Mapping[str, Any], counter: TokenCounter) -> int:
+    """Tokens of an Anthropic ``tool_use`` or ``tool_result`` content block."""
+    if part.get("type") == "tool_use":
+        arguments = json.dumps(part.get("input", {}), ensure_ascii=False, default=str)
+        return counter(str(part.get("name", ""))) + counter(arguments)
+    content = part.get("content")
+    if isinstance(content, str):
+        return counter(content)
+    total = 0
+    for item in content if isinstance(content, list) else ():
+        if isinstance(item, Mapping) and item.get("type") == "text":
+            total += counter(str(item.get("text", "")))
+        else:
+            total += NON_TEXT_PART_TOKENS
+    return total
+
+
+_TOOL_BLOCKS = ("tool_use", "tool_result")
+
+
+class Compaction:
+    """Lets the model decide when to compact: a context status each turn and a ``new_session``
+    tool that carries a summary into a new thread.
+
+    In ``"llm"`` mode, add :meth:`status_message` to every request (or use :meth:`with_status`)
+    and offer :meth:`tools`; when the model calls ``new_session``, pass the arguments to
+    :meth:`handle_new_session`. In ``"auto"`` mode there is no status message and no tool: keep
+    compressing with :class:`~slimcache.SummarizeCompressor`.
+
+    Args:
+        mode: ``"llm"`` or ``"auto"`` (the default, as in Crush).
+        context_window: The model's context window in tokens.
+        store: Where session records and links live; ``None`` keeps them in this process (a
+            :class:`~slimcache.MemoryStore`).
+        namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
+        instructions: Your own instructions on when and how to call ``new_session`` and what
+            the summary must hold. They are appended to the tool's description, where the model
+            reads how to use the tool, marked as taking precedence over its defaults; the
+            per-turn status message stays a short, fixed hint.
+        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``); the same rule as
+            the compressor's, so the figures agree.
+        message_overhead: Tokens added per message for role and framing.
+        session_role: Role of a new session's first message: ``"user"`` (the default; accepted
+            by both the Chat Completions and the Anthropic Messages API) or ``"system"``.
+        session_template: Text of a new session's first message; must contain ``{summary}``.
+        ttl: Seconds session records and links live (``None``: until deleted).
+        store_timeout: Seconds one store call may take before it fails with
+            :class:`~slimcache.StoreError` (``None``: no bound beyond the store's own).
+
+    Raises:
+        ConfigurationError: For any invalid argument.
+    """
+
+    def __init__(
+        self,
+        mode: CompactionMode = "auto",
+        *,
+        context_window: int,
+        store: Store | None = None,
+        namespace: str = "",
+        instructions: str | None = None,
+        token_counter: TokenCounter = approx_tokens,
+        message_overhead: int = DEFAULT_MESSAGE_OVERHEAD,
+        session_role: Literal["user", "system"] = "user",
+        session_template: str = DEFAULT_SESSION_TEMPLATE,
+        ttl: float | None = None,
+        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+    ) -> None:
+        if mode not in ("auto", "llm"):
+            raise ConfigurationError(f"mode must be 'auto' or 'llm', got {mode!r}")
+        positive_int("context_window", context_window)
+        if store is not None and not isinstance(store, Store):
+            raise ConfigurationError(
+                f"store must have async get, set and delete methods, got {type(store).__name__}"
+            )
+        normalize_namespace(namespace)
+        if instructions is not None and (
+            not isinstance(instructions, str) or not instructions.strip()
+        ):
+            raise ConfigurationError("instructions must be a non-empty string or None")
+        if not callable(token_counter):
+            raise ConfigurationError("token_counter must be a callable (text) -> int")
+        if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
+            raise ConfigurationError("message_overhead must be an integer")
+        if message_overhead < 0:
+            raise ConfigurationError("message_overhead must not be negative")
+        if session_role not in ("user", "system"):
+            raise ConfigurationError(
+                f"session_role must be 'user' or 'system', got {session_role!r}"
+            )
+        if not isinstance(session_template, str) or "{summary}" not in session_template:
+            raise ConfigurationError("session_template must be a string containing {summary}")
+        try:
+            session_template.format(summary="")
+        except (KeyError, IndexError, ValueError, AttributeError) as exc:
+            raise ConfigurationError(f"session_template is not a valid template: {exc}") from None
+        timeout = check_seconds("store_timeout", store_timeout, allow_none=True)
+
+        self._mode: CompactionMode = mode
+        self._context_window = context_window
+        self._store: Store = store if store is not None else MemoryStore()
+        self._namespace = namespace
+        self._instructions = instructions.strip() if instructions is not None else None
+        self._count = token_counter
+        self._overhead = message_overhead
+        self._session_role = session_role
+        self._session_template = session_template
+        self._io = StoreIO(self._store, Stats(), timeout=timeout, ttl=validate_ttl(ttl))
+
+    # ------------------------------------------------------------------ settings
+
+    @property
+    def mode(self) -> CompactionMode:
+        """``"llm"`` or ``"auto"``."""
+        return self._mode
+
+    @property
+    def context_window(self) -> int:
+        """The model's context window in tokens."""
+        return self._context_window
+
+    @property
+    def store(self) -> Store:
+        """The store session records and links are kept in."""
+        return self._store
+
+    # ------------------------------------------------------------------ each turn
+
+    def context_status(
+        self, messages: Sequence[Message], *, extra_tokens: int = 0
+    ) -> ContextStatus:
+        """Measure how full the context is with ``messages``, in either mode.
+
+        Tokens are counted with ``token_counter`` plus ``message_overhead`` per message, as
+        the compressor counts them; Anthropic ``tool_use`` and ``tool_result`` blocks count
+        their input and content, other non-text parts a flat 85.
+
+        Args:
+            messages: The messages the request will send (without the status message).
+            extra_tokens: Tokens sent besides the messages, e.g. tool definitions or a system
+                prompt passed separately.
+
+        Raises:
+            InvalidInput: A message is malformed, or ``extra_tokens`` is not an integer >= 0.
+        """
+        if isinstance(extra_tokens, bool) or not isinstance(extra_tokens, int) or extra_tokens < 0:
+            raise InvalidInput(f"extra_tokens must be an integer >= 0, got {extra_tokens!r:.80}")
+        checked = check_messages(messages, self._count, self._overhead)
+        used = extra_tokens
+        for message, tokens in zip(checked.messages, checked.tokens, strict=True):
+            used += self._anthropic_tokens(message, tokens)
+        return ContextStatus.measure(used, self._context_window)
+
+    def _anthropic_tokens(self, message: Message, tokens: int) -> int:
+        content = message.get("content")
+        if not isinstance(content, list) or not any(
+            part.get("type") in _TOOL_BLOCKS for part in content
+        ):
+            return tokens
+        rest = [part for part in content if part.get("type") not in _TOOL_BLOCKS]
+        total = count_message_tokens({**message, "content": rest}, self._count, self._overhead)
+        for part in content:
+            if part.get("type") in _TOOL_BLOCKS:
+                total += _block_tokens(part, self._count)
+        return total
+
+    def status_message(
+        self, messages: Sequence[Message], *, extra_tokens: int = 0
+    ) -> dict[str, str] | None:
+        """The ``<context_status>`` system message for this turn, or ``None`` in auto mode.
+
+        Its content is the status element followed by a line telling the model it may call
+        ``new_session`` when it judges the context too full::
+
+            <context_status>{"used_pct":42,"used_tokens":4200,"remaining_tokens":5800,
+            "context_window":10000}</context_status>
+            When you judge the context too full to continue well, call the new_session tool ...
+
+        Append it after the conversation (Chat Completions API); with the Anthropic Messages
+        API, which takes system text apart from the messages, add its ``content`` to ``system``.
+        The figures cover ``messages`` and ``extra_tokens``, not the status message itself.
+
+        Raises:
+            InvalidInput: As :meth:`context_status`.
+        """
+        status = self.context_status(messages, extra_tokens=extra_tokens)
+        if self._mode != "llm":
+            return None
+        return {"role": "system", "content": f"{status.tag()}\n{_STATUS_HINT}"}
+
+    def with_status(
+        self, messages: Sequence[Message], *, extra_tokens: int = 0
+    ) -> list[dict[str, Any]]:
+        """A copy of ``messages`` with this turn's status message appended (llm mode).
+
+        In auto mode the copy is returned unchanged.
+
+        Raises:
+            InvalidInput: As :meth:`context_status`.
+        """
+        status = self.status_message(messages, extra_tokens=extra_tokens)
+        copied = [dict(message) for message in messages]
+        return copied if status is None else [*copied, status]
+
+    def tools(self, api: ToolApi) -> list[dict[str, Any]]:
+        """The tool definitions to offer the model: ``[new_session]`` in llm mode, ``[]`` in auto.
+
+        Args:
+            api: ``"openai"`` for the Chat Completions API
+                (``{"type": "function", "function": {"name", "description", "parameters"}}``)
+                or ``"anthropic"`` for the Messages API (``{"name", "description",
+                "input_schema"}``).
+
+        Raises:
+            ConfigurationError: ``api`` is neither.
+        """
+        if api not in ("openai", "anthropic"):
+            raise ConfigurationError(f"api must be 'openai' or 'anthropic', got {api!r}")
+        if self._mode != "llm":
+            return []
+        schema = {
+            "type": "object",
+            "properties": {"summary": {"type": "string", "description": _SUMMARY_DESCRIPTION}},
+            "required": ["summary"],
+            "additionalProperties": False,
+        }
+        if api == "openai":
+            function = {"name": NEW_SESSION_TOOL, "description": self.tool_description}
+            return [{"type": "function", "function": {**function, "parameters": schema}}]
+        return [
+            {"name": NEW_SESSION_TOOL, "description": self.tool_description, "input_schema": schema}
+        ]
+
+    @property
+    def tool_description(self) -> str:
+        """The ``new_session`` tool's description, with your ``instructions`` appended."""
+        if self._instructions is None:
+            return _TOOL_DESCRIPTION
+        return (
+            f"{_TOOL_DESCRIPTION}\n\nInstructions from the user, which take precedence over the "
+            f"defaults above:\n{self._instructions}"
+        )
+
+    # ------------------------------------------------------------------ the tool call
+
+    async def handle_new_session(
+        self,
+        arguments: object,
+        *,
+        thread_id: str | int,
+        tool_call_id: str | None = None,
+        new_thread_id: str | None = None,
+    ) -> NewSession | ToolError:
+        """Start a new session from the model's ``new_session`` call, or refuse the call.
+
+        A :class:`ToolError` (send it back with ``openai_result`` or ``anthropic_result``; the
+        model can retry) is returned, and nothing written, when the arguments are not a JSON
+        object or dict, when the summary is missing, not a string, empty or only whitespace,
+        and in auto mode, where the tool is not offered.
+
+        Otherwise the new session's record (its summary and first message) is written under
+        the new thread, ``ThreadKeys(new_thread_id).prefix + "session"``, and then the link
+        ``ThreadKeys(thread_id).prefix + "next"``, the commit point. The new thread id is
+        ``new_thread_id`` if given; else, with a ``tool_call_id``, derived from the old thread
+        id and the call id (``session-`` and 32 hex digits), so handling the same call again
+        (a retried request, another server) returns the same session without writing it again;
+        else
+        random (``session-`` and a UUID4's hex).
+
+        Args:
+            arguments: The call's arguments: the JSON string of a Chat Completions tool call
+                (``function.arguments``) or the dict of an Anthropic ``tool_use`` block
+                (``input``).
+            thread_id: The thread the model called the tool from.
+            tool_call_id: The call's id (``id`` of the tool call or ``tool_use`` block); kept
+                on the result so formatting it needs no id.
+            new_thread_id: The new session's thread id, if you choose it yourself.
+
+        Returns:
+            The :class:`NewSession`, or the :class:`ToolError` to send back.
+
+        Raises:
+            InvalidInput: ``thread_id``, ``tool_call_id`` or ``new_thread_id`` is malformed
+                (checked before anything is written).
+            StoreError: The store failed; if the link could not be written, the session record
+                written before it is removed again.
+        """
+        old_keys = ThreadKeys(thread_id, self._namespace)
+        call_id = _check_call_id("tool_call_id", tool_call_id)
+        if new_thread_id is not None:
+            if not isinstance(new_thread_id, str):
+                raise InvalidInput(
+                    f"new_thread_id must be a string, got {type(new_thread_id).__name__}"
+                )
+            if ThreadKeys(new_thread_id, self._namespace).encoded == old_keys.encoded:
+                raise InvalidInput("new_thread_id must differ from thread_id")
+        if self._mode != "llm":
+            return ToolError(_NOT_OFFERED, call_id)
+        summary = _parse_summary(arguments)
+        if isinstance(summary, ToolError):
+            return ToolError(summary.message, call_id)
+
+        if new_thread_id is None:
+            if call_id is not None:
+                new_thread_id = _derived_thread_id(thread_id, call_id)
+            else:
+                new_thread_id = f"session-{uuid.uuid4().hex}"
+        new_keys = ThreadKeys(new_thread_id, self._namespace)
+        session_key = new_keys.prefix + SESSION_SUFFIX
+        link_key = old_keys.prefix + LINK_SUFFIX
+        if call_id is not None:
+            existing = NewSession.parse(await self._io.get(session_key), thread=new_keys.encoded)
+            if existing is not None and existing.tool_call_id == call_id:
+                await self._relink(link_key, old_keys.encoded, existing)
+                return existing
+
+        text = self._session_template.format(summary=summary)
+        session = NewSession(
+            thread_id=new_thread_id,
+            previous_thread_id=thread_id,
+            summary=summary,
+            first_message={"role": self._session_role, "content": text},
+            created_at=time.time(),
+            tool_call_id=call_id,
+        )
+        await self._io.set(session_key, session.to_json())
+        link = _Link(new_thread_id, call_id, session.created_at)
+        try:
+            await self._io.set(link_key, link.to_json(old_keys.encoded))
+        except StoreError:
+            await self._forget(session_key)
+            raise
+        return session
+
+    async def _relink(self, link_key: str, thread: str, session: NewSession) -> None:
+        """On a repeated call, write the link again only if it is missing.
+
+        A link to a newer session is left alone: the old thread has moved on since.
+        """
+        if _Link.parse(await self._io.get(link_key), thread=thread) is None:
+            link = _Link(session.thread_id, session.tool_call_id, session.created_at)
+            await self._io.set(link_key, link.to_json(thread))
+
+    async def _forget(self, key: str) -> None:
+        """Undo a write whose commit failed; a failure here is logged, the first one raised."""
+        try:
+            await self._io.delete(key)
+        except StoreError as exc:
+            logger.warning("could not remove %s after a failed new_session: %s", key, exc)
+
+    # ------------------------------------------------------------------ finding sessions
+
+    async def current_session(self, thread_id: str | int) -> str | int:
+        """Follow the links from ``thread_id`` to the newest session it was continued in.
+
+        One store read per link. A stateless server that receives an old thread id calls this
+        to find where the conversation lives now; the links are in the store, so they survive
+        restarts.
+
+        Returns:
+            The newest thread id, or ``thread_id`` itself if it was never continued.
+
+        Raises:
+            InvalidInput: ``thread_id`` is malformed.
+            StoreError: The store failed.
+        """
+        current: str | int = thread_id
+        keys = ThreadKeys(current, self._namespace)
+        seen = {keys.encoded}
+        for _ in range(_MAX_HOPS):
+            link = _Link.parse(await self._io.get(keys.prefix + LINK_SUFFIX), thread=keys.encoded)
+            if link is None:
+                return current
+            try:
+                next_keys = ThreadKeys(link.next_thread_id, self._namespace)
+            except InvalidInput:
+                logger.warning("ignoring session link of thread %s to an empty id", keys.encoded)
+                return current
+            if next_keys.encoded in seen:
+                logger.warning("session links of thread %s form a cycle", thread_id)
+                return current
+            seen.add(next_keys.encoded)
+            current, keys = link.next_thread_id, next_keys
+        logger.warning("stopped following session links of %s after %d", thread_id, _MAX_HOPS)
+        return current
+
+    async def session(self, thread_id: str | int) -> NewSession | None:
+        """The record of a session started by ``new_session``, or ``None`` for other threads.
+
+        Use it to rebuild a new session's first message (``record.messages``) from the store.
+
+        Raises:
+            InvalidInput: ``thread_id`` is malformed.
+            StoreError: The store failed.
+        """
+        keys = ThreadKeys(thread_id, self._namespace)
+        return NewSession.parse(
+            await self._io.get(keys.prefix + SESSION_SUFFIX), thread=keys.encoded
+        )

@@ -1,0 +1,209 @@
+"""Looking into a thread's cached summaries, and removing them.
+
+These read the same keys the compressor writes (see :class:`~slimcache.ThreadKeys`): the
+thread's index, which lists its cached ranges and carries a copy of the newest one, and one
+entry per range; or the same pair of keys ``cached_summarizer`` writes beside them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from slimcache._exceptions import ConfigurationError
+from slimcache.core.entries import SummaryEntry, ThreadIndex
+from slimcache.core.keys import ThreadKeys
+from slimcache.core.plan import History
+from slimcache.core.settings import fingerprints_by_id
+from slimcache.messages.checks import Message, check_messages
+from slimcache.recipes.cached_summarizer import WrapHistory, WrapKeys
+from slimcache.recipes.window_memory import ConversationWindowMemory
+from slimcache.stores.protocol import Store, SupportsGetMany
+
+__all__ = ["RangeInfo", "clear_thread", "thread_ranges"]
+
+
+@dataclass(frozen=True)
+class RangeInfo:
+    """One cached range of a thread, as listed in its index.
+
+    Attributes:
+        start: First message index covered.
+        end: Last message index covered (inclusive).
+        key: The store key of the range's entry.
+        stored: Whether the range's own entry is in the store (the index may outlive it).
+        head: Whether it is the newest range, the one the index carries a copy of.
+        fingerprint: Hash of exactly the covered messages.
+        summary: The summary text, or ``None`` when neither the entry nor the head has it.
+        summary_tokens: Tokens of the summary, or ``None``.
+        covered_tokens: Tokens of the messages it covers, or ``None``.
+        created_at: Unix time the summary was made, or ``None``.
+        summarizer: Which summarizer made it, or ``None``.
+        strategy: The strategy that produced it, or ``None``.
+        valid: Whether it still matches the history given, or ``None`` without one.
+    """
+
+    start: int
+    end: int
+    key: str
+    stored: bool
+    head: bool
+    fingerprint: str
+    summary: str | None
+    summary_tokens: int | None
+    covered_tokens: int | None
+    created_at: float | None
+    summarizer: str | None
+    strategy: str | None
+    valid: bool | None
+
+    @property
+    def summary_chars(self) -> int | None:
+        """Characters of the summary, or ``None``."""
+        return None if self.summary is None else len(self.summary)
+
+    def age(self, now: float | None = None) -> float | None:
+        """Seconds since the summary was made, or ``None``."""
+        if self.created_at is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.created_at)
+
+
+async def _read_many(store: Store, keys: list[str]) -> list[str | None]:
+    if not keys:
+        return []
+    if isinstance(store, SupportsGetMany):
+        return list(await store.get_many(keys))
+    return [await store.get(key) for key in keys]
+
+
+async def thread_ranges(
+    store: Store,
+    thread_id: str | int,
+    *,
+    namespace: str = "",
+    messages: Sequence[Message] | None = None,
+    fingerprint: Literal["content", "id"] = "content",
+    source: Literal["compressor", "wrapped"] = "compressor",
+) -> list[RangeInfo]:
+    """List the cached ranges of a thread, oldest first.
+
+    Args:
+        store: The store the compressor writes to.
+        thread_id: The thread.
+        namespace: The compressor's key namespace.
+        messages: The conversation's current history; when given, each range says whether
+            it still matches it.
+        fingerprint: The compressor's ``fingerprint`` setting, which ``messages`` are
+            checked by.
+        source: Whose summaries to list: ``"compressor"``, those of
+            :class:`~slimcache.SummarizeCompressor` (and of everything built on it), or
+            ``"wrapped"``, those of a :func:`~slimcache.cached_summarizer` function, whose
+            ranges start at the first message and are checked by content.
+
+    Returns:
+        One :class:`RangeInfo` per range in the thread's index; empty when the thread has
+        no (usable) index.
+
+    Raises:
+        ConfigurationError: ``fingerprint`` or ``source`` is not one of the values above, or
+            ``fingerprint="id"`` is given with ``source="wrapped"``.
+        InvalidInput: The thread id or a message is malformed.
+        StoreError: The store failed.
+    """
+    by_id = fingerprints_by_id(fingerprint)
+    if source not in ("compressor", "wrapped"):
+        raise ConfigurationError(f"source must be 'compressor' or 'wrapped', got {source!r}")
+    if source == "wrapped" and by_id:
+        raise ConfigurationError(
+            "cached_summarizer checks messages by content: fingerprint='id' does not apply"
+        )
+    keys = ThreadKeys(thread_id, namespace)
+    index_key, range_key = keys.index, keys.summary
+    matches: Callable[[int, int, str], bool] | None = None
+    if source == "wrapped":
+        wrapped = WrapKeys(thread_id, namespace)
+        index_key, range_key = wrapped.index, wrapped.summary
+        if messages is not None:
+            matches = WrapHistory(check_messages(messages)).matches
+    elif messages is not None:
+        matches = History(check_messages(messages), by_id=by_id).matches
+    index = ThreadIndex.parse(await store.get(index_key), thread=keys.encoded)
+    if index is None:
+        return []
+    range_keys = [range_key(r.start, r.end) for r in index.ranges]
+    raws = await _read_many(store, range_keys)
+    head = index.head
+    infos: list[RangeInfo] = []
+    for ref, key, raw in zip(index.ranges, range_keys, raws, strict=True):
+        entry = SummaryEntry.parse(raw, thread=keys.encoded, start=ref.start, end=ref.end)
+        is_head = (head.start, head.end, head.fingerprint) == (ref.start, ref.end, ref.fingerprint)
+        known = entry if entry is not None else (head if is_head else None)
+        infos.append(
+            RangeInfo(
+                start=ref.start,
+                end=ref.end,
+                key=key,
+                stored=raw is not None,
+                head=is_head,
+                fingerprint=ref.fingerprint,
+                summary=known.summary if known else None,
+                summary_tokens=known.summary_tokens if known else None,
+                covered_tokens=known.covered_tokens if known else None,
+                created_at=known.created_at if known else None,
+                summarizer=known.summarizer if known else None,
+                strategy=known.strategy if known else None,
+                valid=None if matches is None else matches(ref.start, ref.end, ref.fingerprint),
+            )
+        )
+    return sorted(infos, key=lambda info: (info.end, info.start))
+
+
+async def clear_thread(store: Store, thread_id: str | int, *, namespace: str = "") -> int:
+    """Delete everything slimcache keeps for a thread.
+
+    That is the compressor's index and every range it lists (ranges first and the index last,
+    so an interrupted clear leaves an index that still names what remains), and then the
+    thread's lease, its window-memory history, its compaction session record and link, and
+    the entries of ``cached_summarizer``.
+
+    Args:
+        store: The store the compressor writes to.
+        thread_id: The thread.
+        namespace: The compressor's key namespace.
+
+    Returns:
+        How many of the compressor's keys were deleted: the index plus its ranges (0 when
+        there is no index).
+
+    Raises:
+        InvalidInput: The thread id is malformed.
+        StoreError: The store failed.
+    """
+    keys = ThreadKeys(thread_id, namespace)
+    deleted = await _clear_ranges(store, keys, keys.index, keys.summary)
+    wrapped = WrapKeys(thread_id, namespace)
+    await _clear_ranges(store, keys, wrapped.index, wrapped.summary)
+    for suffix in ("lease", "session", "next"):
+        await store.delete(keys.prefix + suffix)
+    await ConversationWindowMemory(store, 1, namespace=namespace).clear(thread_id)
+    return deleted
+
+
+async def _clear_ranges(
+    store: Store, keys: ThreadKeys, index_key: str, range_key: Callable[[int, int], str]
+) -> int:
+    raw = await store.get(index_key)
+    if raw is None:
+        return 0
+    index = ThreadIndex.parse(raw, thread=keys.encoded)
+    targets: set[str] = set()
+    if index is not None:
+        targets.update(range_key(r.start, r.end) for r in index.ranges)
+        targets.add(range_key(index.head.start, index.head.end))
+    for key in sorted(targets):
+        await store.delete(key)
+    await store.delete(index_key)
+    return len(targets) + 1

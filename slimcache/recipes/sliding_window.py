@@ -1,0 +1,445 @@
+"""A sliding window: recent messages verbatim, older ones folded into a running summary.
+
+:class:`SlidingWindow` stores every pushed message with a :class:`ConversationWindowMemory`
+and keeps its running summary as the cached range summary of a :class:`SummarizeCompressor`
+working on the same store with ``thread_id`` set to the window's id. Both live in the store
+under the id's keys (``thread_<id>:messages...``, ``thread_<id>:index``,
+``thread_<id>:summary:<start>-<end>``), so any number of instances with the same id and store,
+in one process or many, and across restarts, see one history and one summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Union
+
+from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
+from slimcache.core.compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
+from slimcache.core.keys import ThreadKeys
+from slimcache.core.policy import KeepMessages, MessageThreshold
+from slimcache.core.results import CompressionResult
+from slimcache.core.settings import call_hook
+from slimcache.core.strategies import Extend
+from slimcache.core.summarizer import (
+    Summarizer,
+    SummaryContext,
+    run_summarizer,
+    summarizer_name,
+)
+from slimcache.messages.checks import (
+    PINNED_ROLES,
+    Message,
+    TokenCounter,
+    approx_tokens,
+    count_message_tokens,
+)
+from slimcache.recipes.maintenance import clear_thread
+from slimcache.recipes.window_memory import (
+    DEFAULT_CHUNK_SIZE,
+    ConversationWindowMemory,
+    HistoryHead,
+)
+from slimcache.stores.protocol import MemoryStore, Store, positive_int
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
+
+__all__ = ["CompactEndHook", "CompactStartHook", "SlidingWindow", "WindowStats"]
+
+logger = logging.getLogger("slimcache")
+
+CompactStartHook = Callable[[int, int], Union[Awaitable[None], None]]  # noqa: UP007
+"""``on_compact_start(evicted_count, total_tokens)``, sync or async."""
+
+CompactEndHook = Callable[[int, int, float], Union[Awaitable[None], None]]  # noqa: UP007
+"""``on_compact_end(tokens_before, tokens_after, ratio)``, sync or async."""
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """What a :class:`SlidingWindow` looked like at its last ``push`` or ``get_messages``.
+
+    Attributes:
+        total_messages: Messages pushed to the window's id (by any instance).
+        windowed_messages: Messages :meth:`SlidingWindow.get_messages` returns verbatim
+            (every message but the summary, pinned system messages included).
+        summary_tokens: Tokens of the running summary's text (0 before the first eviction).
+        evictions: Compaction rounds this instance ran (each folds a batch of messages into
+            the summary); rounds run by other instances are not counted.
+    """
+
+    total_messages: int = 0
+    windowed_messages: int = 0
+    summary_tokens: int = 0
+    evictions: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        """Return the fields as a dict with snake_case keys."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Mirror:
+    """The history as this instance last read it: messages never change within an epoch."""
+
+    epoch: str
+    messages: list[dict[str, Any]]
+
+
+@dataclass
+class _Round:
+    """One compression call of one window, as its summarizer wrapper sees it."""
+
+    window: SlidingWindow
+    history: Sequence[Message]
+    started: bool = False
+    tokens_before: int = 0
+
+
+class _Turns:
+    """The compactions of one window id on one store object, in this process, one at a time.
+
+    A task that compacts a history shorter than one already compacted cannot use that
+    summary (it reaches past its messages) and would summarize its own again; taking turns,
+    and reading the history again when another task got further, avoids that.
+    """
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.epoch = ""
+        self.count = 0
+
+
+# Weak values: the entry lives as long as a window using it.
+_TURNS: weakref.WeakValueDictionary[tuple[int, str], _Turns] = weakref.WeakValueDictionary()
+
+
+def _turns_for(store: Store, prefix: str) -> _Turns:
+    turns = _TURNS.get((id(store), prefix))
+    if turns is None:
+        turns = _Turns()
+        _TURNS[(id(store), prefix)] = turns
+    return turns
+
+
+# The round in progress in this task: the summarizer runs inside the compressor's call, and
+# this is how it finds which history it is compacting.
+_ROUND: contextvars.ContextVar[_Round | None] = contextvars.ContextVar(
+    "slimcache_window_round", default=None
+)
+
+
+class SlidingWindow:
+    """Keeps the last ``window_size`` messages verbatim and folds older ones into a summary.
+
+    Every pushed message is stored. When the verbatim window reaches
+    ``window_size + batch`` messages, the oldest are folded into the running summary (one
+    summarizer call, given the previous summary and only those messages) until
+    ``window_size`` remain, so the summarizer runs about once per ``batch`` pushes, not on
+    every push. An assistant message with tool calls is never separated from its results, and
+    leading system messages stay pinned in front of the summary, never summarized.
+
+    Concurrent pushes lose no message (see :class:`ConversationWindowMemory`). Windows with
+    the same id on the same store object take turns compacting within a process, so each
+    message is summarized once; windows in separate processes that compact at the same moment
+    may both summarize a batch, and the longer summary is kept.
+
+    Args:
+        id: The window's id: the store keys' thread id. The same id and store give the same
+            history and running summary, in any instance, process or restart.
+        window_size: Messages kept verbatim after each compaction.
+        summarizer: ``(messages, context) -> str``, async or sync; ``context.previous_summary``
+            holds the running summary to extend (see :class:`SummaryContext`).
+        store: Where messages and summary live; ``None`` keeps them in this instance only.
+        summary_budget: Token budget of the running summary, handed to the summarizer.
+        summary_role: Role of the summary message: ``"system"``, ``"developer"``, ``"user"``
+            or ``"assistant"``.
+        on_compact_start: ``(evicted_count, total_tokens)``, sync or async, called before the
+            summarizer: how many messages are folded in, and the tokens of the messages being
+            compacted: pinned messages, previous summary message and the whole window, the
+            messages just pushed included.
+        on_compact_end: ``(tokens_before, tokens_after, ratio)``, sync or async, called once the
+            new summary is stored: ``total_tokens`` as above, the tokens of what
+            :meth:`get_messages` returns after the compaction, and ``tokens_after /
+            tokens_before``.
+        batch: Messages the window may grow past ``window_size`` before a compaction folds
+            them into the summary; at least 2 (default: ``window_size // 2``, at least 2).
+        namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
+        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``).
+        summary_template: Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
+            and ``{count}`` are filled in.
+        summarizer_id: Name recorded with the summary (default: the function's qualified
+            name); a summary made under another name is made again.
+        summarizer_timeout: Seconds one summarizer call may take.
+        store_timeout: Seconds one store call may take before it fails with
+            :class:`StoreError`.
+
+    Raises:
+        InvalidInput: The id is malformed.
+        ConfigurationError: For any other invalid argument.
+    """
+
+    def __init__(
+        self,
+        id: str | int,
+        window_size: int,
+        summarizer: Summarizer,
+        store: Store | None = None,
+        *,
+        summary_budget: int = 1000,
+        summary_role: str = "system",
+        on_compact_start: CompactStartHook | None = None,
+        on_compact_end: CompactEndHook | None = None,
+        batch: int | None = None,
+        namespace: str = "",
+        token_counter: TokenCounter = approx_tokens,
+        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
+        summarizer_id: str | None = None,
+        summarizer_timeout: float | None = None,
+        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+    ) -> None:
+        self._keys = ThreadKeys(id, namespace)
+        positive_int("window_size", window_size)
+        if batch is None:
+            batch = max(2, window_size // 2)
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 2:
+            raise ConfigurationError(f"batch must be an integer of at least 2, got {batch!r}")
+        positive_int("summary_budget", summary_budget)
+        if not callable(summarizer):
+            raise ConfigurationError("summarizer must be a callable (messages, context) -> str")
+        for name, hook in (
+            ("on_compact_start", on_compact_start),
+            ("on_compact_end", on_compact_end),
+        ):
+            if hook is not None and not callable(hook):
+                raise ConfigurationError(f"{name} must be callable")
+        if not callable(token_counter):
+            raise ConfigurationError("token_counter must be a callable (text) -> int")
+        if store is not None and not isinstance(store, Store):
+            raise ConfigurationError(
+                f"store must have async get, set and delete methods, got {type(store).__name__}"
+            )
+        resolved: Store = store if store is not None else MemoryStore()
+        self._id = id
+        self._namespace = namespace
+        self._window_size = window_size
+        self._batch = batch
+        self._summarizer = summarizer
+        self._count = token_counter
+        self._summary_role = summary_role
+        self._summary_template = summary_template
+        self._hooks: dict[str, Callable[..., Any] | None] = {
+            "on_compact_start": on_compact_start,
+            "on_compact_end": on_compact_end,
+        }
+        self._memory = ConversationWindowMemory(
+            resolved,
+            window_size,
+            namespace=namespace,
+            chunk_size=DEFAULT_CHUNK_SIZE,
+            store_timeout=store_timeout,
+        )
+        self._compressor = SummarizeCompressor(
+            self._summarize,
+            resolved,
+            # Fires once the window holds window_size + batch messages (more than the
+            # threshold), and keeps window_size: one summarizer call per batch.
+            trigger=MessageThreshold(window_size + batch - 1),
+            keep=KeepMessages(window_size),
+            strategy=Extend(),
+            max_summary_tokens=summary_budget,
+            token_counter=token_counter,
+            summary_role=summary_role,
+            summary_template=summary_template,
+            namespace=namespace,
+            summarizer_timeout=summarizer_timeout,
+            summarizer_id=summarizer_id or summarizer_name(summarizer),
+            store_timeout=store_timeout,
+        )
+        self._store = resolved
+        self._turns = _turns_for(resolved, self._keys.prefix)
+        self._mirror: _Mirror | None = None
+        self._evictions = 0
+        self._stats = WindowStats()
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def id(self) -> str | int:
+        """The window's id."""
+        return self._id
+
+    @property
+    def window_size(self) -> int:
+        """Messages kept verbatim after each compaction."""
+        return self._window_size
+
+    @property
+    def batch(self) -> int:
+        """Messages the window may grow past ``window_size`` before a compaction."""
+        return self._batch
+
+    @property
+    def store(self) -> Store:
+        """The store holding the messages and the summary."""
+        return self._store
+
+    @property
+    def memory(self) -> ConversationWindowMemory:
+        """The message history (session id: the window's id)."""
+        return self._memory
+
+    @property
+    def compressor(self) -> SummarizeCompressor:
+        """The compressor keeping the running summary (thread id: the window's id)."""
+        return self._compressor
+
+    async def push(self, message: Message) -> None:
+        """Store a message and compact the window if it has grown ``batch`` past its size.
+
+        The message is stored before any compaction: if the summarizer fails, the message is
+        kept, the summary stays as it was, and the next ``push`` or :meth:`get_messages`
+        tries the compaction again.
+
+        Raises:
+            InvalidInput: The message breaks a rule (nothing is stored).
+            SummarizerError: The summarizer failed (the message is kept).
+            StoreError: The store failed.
+        """
+        await self.push_many([message])
+
+    async def push_many(self, messages: Sequence[Message]) -> None:
+        """Store several messages (all or none), then compact once if due.
+
+        Raises:
+            InvalidInput: A message breaks a rule (nothing is stored).
+            SummarizerError: The summarizer failed (the messages are kept).
+            StoreError: The store failed.
+        """
+        head = await self._memory._append(self._id, messages)
+        if head is None:
+            return
+        async with self._turns.lock:
+            if head.epoch == self._turns.epoch and head.count < self._turns.count:
+                # Another task here has compacted a longer history since this append.
+                head = await self._memory._read_head(self._keys)
+            await self._compact(await self._history(head))
+
+    async def get_messages(self) -> list[dict[str, Any]]:
+        """Return the messages to send: ``[summary_message, *recent]``.
+
+        Before the first eviction there is no summary and every message is returned. Leading
+        system messages come first, before the summary. ``recent`` holds between
+        ``window_size`` and ``window_size + batch - 1`` messages (more only to keep a tool call
+        with its results). If messages pushed meanwhile (here or by another instance) made a
+        compaction due, it runs first.
+
+        Raises:
+            SummarizerError: A due compaction failed (nothing changed).
+            StoreError: The store failed.
+        """
+        async with self._turns.lock:
+            head = await self._memory._read_head(self._keys)
+            result = await self._compact(await self._history(head))
+        return copy.deepcopy(result.messages)
+
+    def get_stats(self) -> WindowStats:
+        """Return the window as of this instance's last ``push`` or ``get_messages``."""
+        return self._stats
+
+    async def clear(self) -> None:
+        """Delete the window's messages and its running summary.
+
+        Raises:
+            StoreError: The store failed.
+        """
+        await self._memory.clear(self._id)
+        try:
+            await clear_thread(self._store, self._id, namespace=self._namespace)
+        except SlimcacheError:
+            raise
+        except Exception as exc:
+            raise StoreError(
+                f"deleting the summary of window {self._id!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        self._mirror = None
+        self._stats = WindowStats(evictions=self._evictions)
+
+    # ------------------------------------------------------------------ internals
+
+    async def _history(self, head: HistoryHead | None) -> list[dict[str, Any]]:
+        """The whole history, reading only the messages this instance has not seen yet."""
+        if head is None:
+            self._mirror = None
+            return []
+        self._turns.epoch, self._turns.count = head.epoch, head.count
+        mirror = self._mirror
+        known: list[dict[str, Any]] = []
+        if mirror is not None and mirror.epoch == head.epoch and len(mirror.messages) <= head.count:
+            known = mirror.messages
+        if len(known) < head.count:
+            newer = await self._memory._read_span(self._keys, head, len(known), strict=True)
+            history = known + newer
+        else:
+            history = known
+        current = self._mirror
+        if current is None or current.epoch != head.epoch or len(current.messages) < len(history):
+            self._mirror = _Mirror(head.epoch, history)
+        return history
+
+    async def _compact(self, history: list[dict[str, Any]]) -> CompressionResult:
+        """Run the compressor on the history; fire the hooks when it compacts."""
+        round_ = _Round(self, history)
+        token = _ROUND.set(round_)
+        try:
+            result = await self._compressor.compress_detailed(history, thread_id=self._id)
+        finally:
+            _ROUND.reset(token)
+        compacted = round_.started and result.outcome in ("summarized", "extended")
+        if compacted:
+            self._evictions += 1
+        summary_tokens = self._count(result.summary) if result.summary is not None else 0
+        windowed = len(result.messages) - (1 if result.summary is not None else 0)
+        self._stats = WindowStats(len(history), windowed, summary_tokens, self._evictions)
+        if compacted:
+            before = round_.tokens_before
+            after = sum(count_message_tokens(m, self._count) for m in result.messages)
+            await self._emit("on_compact_end", before, after, after / before if before else 0.0)
+        return result
+
+    async def _summarize(self, messages: Sequence[Message], context: SummaryContext) -> Any:
+        """The compressor's summarizer: the compaction hooks around the user's summarizer."""
+        round_ = _ROUND.get()
+        if (
+            round_ is not None
+            and round_.window is self
+            and not round_.started
+            and context.task != "condense"
+        ):
+            round_.started = True
+            round_.tokens_before = self._tokens_before(round_.history, context)
+            await self._emit("on_compact_start", len(messages), round_.tokens_before)
+        return await run_summarizer(self._summarizer, messages, context)
+
+    def _tokens_before(self, history: Sequence[Message], context: SummaryContext) -> int:
+        """Tokens of the messages being compacted: pinned, previous summary and window."""
+        tokens = [count_message_tokens(m, self._count) for m in history]
+        pinned = 0
+        while pinned < len(history) and history[pinned].get("role") in PINNED_ROLES:
+            pinned += 1
+        total = sum(tokens[:pinned]) + sum(tokens[context.start :])
+        if context.previous_summary is not None:
+            end = context.start - 1
+            content = self._summary_template.format(
+                summary=context.previous_summary, start=pinned, end=end, count=end - pinned + 1
+            )
+            message = {"role": self._summary_role, "content": content}
+            total += count_message_tokens(message, self._count)
+        return total
+
+    async def _emit(self, name: str, *args: Any) -> None:
+        await call_hook(name, self._hooks[name], *args)

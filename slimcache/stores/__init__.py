@@ -1,0 +1,75 @@
+"""Stores: the face of slimcache for people who write or pick a store.
+
+- the :class:`Store` protocol and its optional abilities (``Supports*``) and batch operations;
+- :class:`MemoryStore`, the embedded default and the reference implementation;
+- the adapter-author toolkit: bounded, error-translating calls and option helpers;
+- :func:`open_store`, which picks a store by URL through the ``slimcache.stores`` entry points.
+"""
+
+from slimcache.stores.protocol import (
+    CompareAndDeleteOp,
+    CompareAndSetOp,
+    DeleteOp,
+    GetOp,
+    MemoryStore,
+    SetIfAbsentOp,
+    SetOp,
+    Store,
+    StoreOp,
+    SupportsBatch,
+    SupportsCallTimeout,
+    SupportsClose,
+    SupportsCompareAndSet,
+    SupportsGetMany,
+    SupportsSetIfAbsent,
+    call_bound,
+)
+from slimcache.stores.registry import ENTRY_POINT_GROUP, open_store, store_schemes
+from slimcache.stores.toolkit import (
+    DEFAULT_STORE_TIMEOUT,
+    ClosingStore,
+    check_ops,
+    check_seconds,
+    combine_options,
+    decode_value,
+    positive_int,
+    run_bounded,
+    run_op,
+    store_error,
+    translate_errors,
+    validate_ttl,
+)
+
+__all__ = [
+    "DEFAULT_STORE_TIMEOUT",
+    "ENTRY_POINT_GROUP",
+    "ClosingStore",
+    "CompareAndDeleteOp",
+    "CompareAndSetOp",
+    "DeleteOp",
+    "GetOp",
+    "MemoryStore",
+    "SetIfAbsentOp",
+    "SetOp",
+    "Store",
+    "StoreOp",
+    "SupportsBatch",
+    "SupportsCallTimeout",
+    "SupportsClose",
+    "SupportsCompareAndSet",
+    "SupportsGetMany",
+    "SupportsSetIfAbsent",
+    "call_bound",
+    "check_ops",
+    "check_seconds",
+    "combine_options",
+    "decode_value",
+    "open_store",
+    "positive_int",
+    "run_bounded",
+    "run_op",
+    "store_error",
+    "store_schemes",
+    "translate_errors",
+    "validate_ttl",
+]

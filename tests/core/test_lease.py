@@ -1,0 +1,175 @@
+"""The thread lease on the memory store: one summarizer call per range, takeover, no stale waits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from slimcache import (
+    KeepMessages,
+    MemoryStore,
+    MessageThreshold,
+    StoreError,
+    SummarizeCompressor,
+    ThreadKeys,
+)
+from slimcache.core.lease import Lease, lease_is_abandoned
+from slimcache.core.results import Stats
+from slimcache.core.thread_cache import StoreIO
+from slimcache.stores.protocol import StoreOp
+from tests.fakes import RecordingSummarizer, chat
+
+
+def make(summarizer: Any, store: Any, **options: Any) -> SummarizeCompressor:
+    return SummarizeCompressor(
+        summarizer, store, trigger=MessageThreshold(20), keep=KeepMessages(10), **options
+    )
+
+
+class FailFirst(RecordingSummarizer):
+    """Fails its first call only, after a delay, as a holder whose LLM call errors out."""
+
+    async def __call__(self, messages: Any, context: Any) -> str:
+        first = not self.calls
+        if first:
+            self.calls.append(None)  # type: ignore[arg-type]
+            await asyncio.sleep(self.delay)
+            raise RuntimeError("LLM unavailable")
+        return await super().__call__(messages, context)
+
+
+async def test_a_failing_holder_costs_one_extra_call_not_one_per_waiter() -> None:
+    store = MemoryStore()
+    summarizer = FailFirst(delay=0.2)
+    history = chat(30)
+    started = time.monotonic()
+    results = await asyncio.gather(
+        *(make(summarizer, store).compress_detailed(history, thread_id="t") for _ in range(16)),
+        return_exceptions=True,
+    )
+    elapsed = time.monotonic() - started
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert len(failures) == 1
+    assert len(summarizer.calls) == 2
+    # The waiters did not sit out lock_wait (30 s): one took the lease over when it was released.
+    assert elapsed < 10
+    assert not await store.get(ThreadKeys("t").lease)
+
+
+async def test_waiters_serve_the_holders_result_without_calls() -> None:
+    store = MemoryStore()
+    summarizer = RecordingSummarizer(delay=0.2)
+    compressors = [make(summarizer, store) for _ in range(8)]
+    results = await asyncio.gather(
+        *(c.compress_detailed(chat(30), thread_id="t") for c in compressors)
+    )
+    assert len(summarizer.calls) == 1
+    assert sorted(r.outcome for r in results) == ["hit"] * 7 + ["summarized"]
+    assert sum(c.stats.lease_waits for c in compressors) == 7
+
+
+async def test_interleaved_rolling_requests_make_the_sequential_calls() -> None:
+    reference = RecordingSummarizer()
+    sequential = make(reference, MemoryStore())
+    history = chat(80)
+    for k in range(2, 81, 2):
+        await sequential.compress(history[:k], thread_id="t")
+    expected = sorted((c.context.start, c.context.end) for c in reference.calls)
+
+    store = MemoryStore()
+    summarizer = RecordingSummarizer(delay=0.05)
+
+    async def replay() -> None:
+        compressor = make(summarizer, store)
+        for k in range(2, 81, 2):
+            await compressor.compress(history[:k], thread_id="t")
+
+    await asyncio.gather(*(replay() for _ in range(8)))
+    assert sorted((c.context.start, c.context.end) for c in summarizer.calls) == expected
+
+
+async def test_an_abandoned_lease_is_taken_over_at_once() -> None:
+    store = MemoryStore()
+    keys = ThreadKeys("t")
+    # A lease left by a worker that died, whose deadline has passed but which never expired
+    # (the store was told no TTL), and one that holds bytes slimcache did not write.
+    for stale in ("dead-token 1.0", "\x00garbage"):
+        await store.set(keys.lease, stale)
+        summarizer = RecordingSummarizer()
+        started = time.monotonic()
+        result = await make(summarizer, store, lock_wait=30).compress_detailed(
+            chat(30), thread_id="t"
+        )
+        assert time.monotonic() - started < 5
+        assert result.outcome in ("summarized", "hit")
+        assert await store.get(keys.lease) is None
+        await store.delete(keys.index)
+
+
+async def test_a_live_lease_is_not_taken_over() -> None:
+    store = MemoryStore()
+    io = StoreIO(store, Stats(), timeout=1.0, ttl=None)
+    holder = Lease(io, "k", ttl=10)
+    assert await holder.acquire()
+    assert holder.value is not None
+    other = Lease(io, "k", ttl=10)
+    assert not await other.acquire()
+    assert not await other.take_over(holder.value)
+    # Only the holder's release deletes it.
+    await other.release()
+    assert await store.get("k") == holder.value
+    assert await holder.renew()
+    await holder.release()
+    assert await store.get("k") is None
+
+
+def test_lease_values_past_their_deadline_are_abandoned() -> None:
+    assert lease_is_abandoned("tok 100.0", now=200.0)
+    assert not lease_is_abandoned("tok 100.0", now=100.5)
+    assert lease_is_abandoned("no-deadline", now=0.0)
+    assert lease_is_abandoned(" 100.0", now=0.0)
+    assert lease_is_abandoned("tok nan", now=0.0)
+
+
+class FreezingStore(MemoryStore):
+    """Answers reads and the lease, then stops answering every write, as a server that froze
+    while the summarizer ran."""
+
+    frozen = False
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        if self.frozen:
+            await asyncio.sleep(60)
+        await super().set(key, value, ttl=ttl)
+
+    async def compare_and_delete(self, key: str, expected: str) -> bool:
+        if self.frozen:
+            await asyncio.sleep(60)
+        return await super().compare_and_delete(key, expected)
+
+    async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
+        if self.frozen:
+            await asyncio.sleep(60)
+        return await super().batch(ops)
+
+
+async def test_a_request_whose_write_times_out_does_not_also_wait_on_the_release() -> None:
+    store = FreezingStore()
+
+    async def summarize(messages: Any, context: Any) -> str:
+        store.frozen = True
+        return "summary"
+
+    compressor = make(summarize, store, store_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="timed out"):
+        await compressor.compress(chat(30), thread_id="t")
+    # One bound for the failed write, not a second one for releasing the lease.
+    assert time.monotonic() - started < 1.7
+    store.frozen = False
+    await asyncio.sleep(0.5)  # the release, retried in the background, now goes through
+    assert await store.get(ThreadKeys("t").lease) is None

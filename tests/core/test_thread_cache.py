@@ -1,0 +1,194 @@
+"""Which store calls the compressor bounds with a timer of its own, and which it awaits directly.
+
+A store that states a bound on its calls no longer than ``store_timeout``
+(:class:`slimcache.SupportsCallTimeout`) is awaited in the caller's own task; any other store's
+call runs as a task of its own under the compressor's timer, as before. Frozen real servers
+under both arrangements are in ``test_compressor_faults.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+
+from slimcache import MemoryStore, Stats, StoreError, StoreTimeout, SupportsCallTimeout
+from slimcache.core.thread_cache import StoreIO, bounds_itself
+from slimcache.stores.protocol import call_bound
+from slimcache.stores.toolkit import translate_errors
+from tests.fakes import CountingStore
+
+
+class Stated(CountingStore):
+    """A plain store stating ``call_timeout``, recording the task each read ran in."""
+
+    def __init__(self, call_timeout: Any) -> None:
+        super().__init__()
+        self._stated = call_timeout
+        self.tasks: list[asyncio.Task[Any] | None] = []
+
+    @property
+    def call_timeout(self) -> Any:
+        return self._stated
+
+    async def get(self, key: str) -> str | None:
+        self.tasks.append(asyncio.current_task())
+        return await super().get(key)
+
+
+class BrokenBound(CountingStore):
+    @property
+    def call_timeout(self) -> float:
+        raise RuntimeError("no bound here")
+
+
+class WaitingMemoryStore(MemoryStore):
+    """A subclass whose reads wait: it must not inherit MemoryStore's bound of 0."""
+
+    async def get(self, key: str) -> str | None:
+        await asyncio.sleep(60)
+        return None
+
+
+def test_memory_store_states_a_bound_of_zero_but_its_subclasses_do_not() -> None:
+    assert isinstance(MemoryStore(), SupportsCallTimeout)
+    assert call_bound(MemoryStore()) == 0.0
+    assert call_bound(WaitingMemoryStore()) is None
+
+
+@pytest.mark.parametrize("stated", ["5", math.nan, math.inf, -1.0, True, None, [1.0]])
+def test_a_bound_that_is_not_a_finite_number_of_seconds_is_no_promise(stated: Any) -> None:
+    assert call_bound(Stated(stated)) is None
+
+
+def test_stated_bounds_and_stores_stating_none() -> None:
+    assert call_bound(Stated(2)) == 2.0
+    assert call_bound(Stated(0.5)) == 0.5
+    assert call_bound(CountingStore()) is None
+    assert call_bound(BrokenBound()) is None
+
+
+@pytest.mark.parametrize(
+    ("stated", "timeout", "direct"),
+    [
+        (1.0, 1.0, True),  # the same bound
+        (0.5, 1.0, True),  # a tighter one
+        (2.0, 1.0, False),  # looser than the compressor's: its own timer still acts
+        (None, 1.0, False),
+        (math.nan, 1.0, False),
+        (None, None, True),  # no bound asked for
+    ],
+)
+def test_the_store_bound_is_relied_on_only_when_it_is_no_looser(
+    stated: Any, timeout: float | None, direct: bool
+) -> None:
+    assert bounds_itself(Stated(stated), timeout) is direct
+
+
+@pytest.mark.parametrize(("stated", "direct"), [(1.0, True), (5.0, False), (None, False)])
+async def test_a_store_bounding_its_own_calls_is_awaited_in_the_callers_task(
+    stated: Any, direct: bool
+) -> None:
+    store = Stated(stated)
+    io = StoreIO(store, Stats(), timeout=1.0, ttl=None)
+    assert await io.get("absent") is None
+    assert (store.tasks == [asyncio.current_task()]) is direct
+
+
+async def test_a_subclass_of_memory_store_that_waits_is_still_bounded() -> None:
+    io = StoreIO(WaitingMemoryStore(), Stats(), timeout=0.2, ttl=None)
+    with pytest.raises(StoreTimeout, match=r"timed out after 0\.2s"):
+        await asyncio.wait_for(io.get("k"), 10)
+    assert io.timeouts == 1
+
+
+class OwnTimeout(Stated):
+    """States a bound, and reports running out of it as the bundled stores do."""
+
+    async def get(self, key: str) -> str | None:
+        raise StoreTimeout("OwnTimeout GET of 'k' failed: no answer within 1 s")
+
+
+async def test_the_stores_own_timeout_counts_as_a_timeout() -> None:
+    stats = Stats()
+    io = StoreIO(OwnTimeout(1.0), stats, timeout=1.0, ttl=None)
+    with pytest.raises(StoreTimeout, match="no answer within 1 s"):
+        await io.get("k")
+    assert (io.timeouts, stats.store_errors) == (1, 1)
+
+
+async def test_other_store_errors_are_not_timeouts() -> None:
+    class Failing(Stated):
+        async def get(self, key: str) -> str | None:
+            raise StoreError("refused")
+
+    stats = Stats()
+    io = StoreIO(Failing(1.0), stats, timeout=1.0, ttl=None)
+    with pytest.raises(StoreError, match="refused") as raised:
+        await io.get("k")
+    assert not isinstance(raised.value, StoreTimeout)
+    assert (io.timeouts, stats.store_errors) == (0, 1)
+
+
+@pytest.mark.servers
+async def test_the_bundled_stores_state_their_bound(
+    store_factory: Any, request: pytest.FixtureRequest
+) -> None:
+    name = request.node.callspec.params["store_factory"]
+    if name == "memory":
+        assert call_bound(await store_factory()) == 0.0
+        return
+    store = await store_factory(timeout=1.5)
+    # S3 reads several keys under a limit of concurrent requests, so a get_many may take
+    # longer than one timeout: it states no bound, and the compressor keeps its timer.
+    assert call_bound(store) == (None if name == "s3" else 1.5)
+    assert bounds_itself(store, 1.5) is (name != "s3")
+    assert not bounds_itself(store, 1.0)
+
+
+class DriverTimeout(Exception):
+    """A driver's own timeout class, unrelated to the builtin TimeoutError."""
+
+
+class DriverFailure(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (TimeoutError("read timed out"), StoreTimeout),
+        (asyncio.TimeoutError(), StoreTimeout),
+        (DriverTimeout("no reply"), StoreTimeout),
+        (DriverFailure("refused"), StoreError),
+        (ConnectionResetError("reset"), StoreError),
+    ],
+)
+def test_driver_timeouts_become_store_timeouts(error: Exception, kind: type[StoreError]) -> None:
+    errors = (DriverTimeout, DriverFailure, OSError, asyncio.TimeoutError)
+    with (
+        pytest.raises(StoreError, match=r"^Driver GET of key 'k' failed") as raised,
+        translate_errors("Driver GET", "key 'k'", errors, timeouts=(DriverTimeout,)),
+    ):
+        raise error
+    assert type(raised.value) is kind
+    assert raised.value.__cause__ is error
+
+
+class RaisesAsyncioTimeout(CountingStore):
+    """A store whose driver gives up with asyncio's own TimeoutError."""
+
+    async def get(self, key: str) -> str | None:
+        raise asyncio.TimeoutError
+
+
+@pytest.mark.parametrize(("timeout", "message"), [(None, "timed out$"), (1.0, "after 1s$")])
+async def test_a_stores_own_asyncio_timeout_is_a_store_timeout_with_or_without_a_bound(
+    timeout: float | None, message: str
+) -> None:
+    io = StoreIO(RaisesAsyncioTimeout(), Stats(), timeout=timeout, ttl=None)
+    with pytest.raises(StoreTimeout, match=message):
+        await io.get("k")
+    assert io.timeouts == 1
