@@ -50,7 +50,7 @@ from slimcache.bench.datasets import (
     request_lengths,
     select_conversations,
 )
-from slimcache.bench.engine import OfflineSummarizer, _Metered
+from slimcache.bench.summarizers import MeteredSummarizer, OfflineSummarizer
 from slimcache.messages.checks import check_messages
 
 MIN_MESSAGES = 40
@@ -118,7 +118,7 @@ async def replay(config: Config, conversations: Sequence[BenchConversation]) -> 
     """Replay every request of ``conversations`` under ``config``, a new compressor each."""
     store = MemoryStore()
     offline = OfflineSummarizer()
-    metered = _Metered(offline)
+    metered = MeteredSummarizer(offline)
     outcome = Outcome(config)
     for conversation in conversations:
         thread_id = f"batches-{config.key}-{conversation.id}"

@@ -115,7 +115,7 @@ from slimcache import (
     TokenCounter,
     approx_tokens,
 )
-from slimcache.bench.engine import OfflineSummarizer
+from slimcache.bench.summarizers import OfflineSummarizer
 from slimcache.core.fingerprints import MAX_CHARS, MAX_ENTRIES, hashed
 from slimcache.core.keys import ThreadKeys
 from slimcache.messages.checks import check_messages

@@ -15,7 +15,9 @@ import sys
 
 from slimcache import SupportsClose, open_store
 from slimcache.bench.datasets import load_chitchat, select_conversations
-from slimcache.bench.engine import BenchReport, OfflineSummarizer, run_bench
+from slimcache.bench.engine import run_bench
+from slimcache.bench.results import BenchReport
+from slimcache.bench.summarizers import OfflineSummarizer
 
 MIN_MESSAGES = 40
 

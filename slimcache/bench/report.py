@@ -1,0 +1,230 @@
+"""The benchmark's outputs: the table and its notes, the JSON file and the plot.
+
+rich and matplotlib come with the ``bench`` extra and are imported only inside the functions
+that draw with them, so this module imports without the extra.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from slimcache.bench.results import BenchReport, ModeResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+__all__ = ["print_report", "write_plot", "write_report_json"]
+
+
+def _number(value: int) -> str:
+    return f"{value:,}"
+
+
+def _ratio(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}x" if value < 0.995 else f"{value:.2f}x"
+
+
+def _latency(mode: ModeResult) -> str:
+    if mode.latency_median_ms is None or mode.latency_p99_ms is None:
+        return "-"
+    return f"{mode.latency_median_ms:.2f} / {mode.latency_p99_ms:.2f} ms"
+
+
+def _duration(ms: float) -> str:
+    # A hit on memory:// is microseconds, on a network store milliseconds.
+    return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.2f} ms"
+
+
+def _hit_latency(mode: ModeResult) -> str:
+    if mode.hit_median_ms is None or mode.index_get_median_ms is None:
+        return "-"
+    return f"{_duration(mode.hit_median_ms)} / {_duration(mode.index_get_median_ms)}"
+
+
+def _store_state(report: BenchReport) -> str:
+    threads = len(report.thread_ids)
+    if report.warm_threads == 0:
+        return "cold"
+    return f"warm ({report.warm_threads}/{threads} threads cached)"
+
+
+def print_report(report: BenchReport, console: Console) -> None:
+    """Print the benchmark table and the floor line."""
+    console.print(_table(report))
+    console.print("\n".join(_notes(report)), highlight=False, soft_wrap=True)
+
+
+def _table(report: BenchReport) -> Table:
+    """One column per mode, one row per figure."""
+    from rich.table import Table
+    from rich.text import Text
+
+    settings = report.settings
+    price = settings.price_per_mtok
+    modes = list(report.modes.values())
+    title = (
+        f"slimcache bench: {len(report.conversations)} {report.dataset} conversations, "
+        f"{_number(report.requests)} requests per mode\n"
+        f"summarizer {report.summarizer}; summarize when > {settings.threshold} messages, "
+        f"keep {settings.keep}; strategy {settings.strategy}\n"
+        f"store {report.store}: {_store_state(report)} before this run"
+    )
+    table = Table(title=Text(title), title_justify="left", show_lines=False)
+    table.add_column("per mode", style="bold", no_wrap=True)
+    for mode in modes:
+        header = mode.label.replace(" (", "\n(", 1)
+        if mode.key == "store":
+            header = f"{header}\n{_store_state(report)}"
+        elif mode.key == "second_pass":
+            header = f"{header}\nsame threads again"
+        table.add_column(header, justify="right")
+
+    def row(name: str, values: list[str]) -> None:
+        table.add_row(name, *values)
+
+    row("summarizer calls", [_number(m.summarizer_calls) for m in modes])
+    row("  vs naive", [_ratio(report.ratio(m.key, "summarizer_calls")) for m in modes])
+    row("summarizer input tokens", [_number(m.input_tokens) for m in modes])
+    row("  vs naive", [_ratio(report.ratio(m.key, "input_tokens")) for m in modes])
+    row("summarizer output tokens", [_number(m.output_tokens) for m in modes])
+    row(f"input-token cost @ ${price:g}/Mtok", [f"${m.cost(price):.4f}" for m in modes])
+    row(
+        "cache hits / extensions / misses",
+        [
+            "-" if m.key == "naive" else f"{m.cache_hits:,} / {m.extensions:,} / {m.misses:,}"
+            for m in modes
+        ],
+    )
+    row(
+        "invalidated summaries",
+        ["-" if m.key == "naive" else _number(m.invalidations) for m in modes],
+    )
+    row("store round trips", [_number(m.store_round_trips) for m in modes])
+    row("store latency median / p99", [_latency(m) for m in modes])
+    row("cache hit / store.get median", [_hit_latency(m) for m in modes])
+    row("wall time", [f"{m.wall_seconds:.2f} s" for m in modes])
+    return table
+
+
+def _notes(report: BenchReport) -> list[str]:
+    """The lines under the table: the floor, and what each mode sent against it."""
+    floor = report.floor_tokens
+    memory = report.modes.get("memory")
+    naive = report.modes.get("naive")
+    lines = [f"Floor: {floor:,} tokens = every message that ever left the window, counted once."]
+    if memory is not None:
+        extra = memory.input_tokens - memory.message_tokens
+        lines.append(
+            f"slimcache sent {memory.message_tokens:,} message tokens to the summarizer "
+            f"({'exactly the floor' if memory.message_tokens == floor else 'vs the floor'}), "
+            f"plus {extra:,} tokens of prompts and previous summaries."
+        )
+    if naive is not None and floor:
+        lines.append(
+            f"naive sent {naive.message_tokens:,} message tokens: "
+            f"{naive.message_tokens / floor:.1f}x the floor."
+        )
+    second = report.modes.get("second_pass")
+    if second is not None and second.hit_median_ms is not None and second.index_get_median_ms:
+        lines.append(
+            f"A cache hit took {_duration(second.hit_median_ms)} (median of "
+            f"{second.hit_samples:,} in the second pass): "
+            f"{second.hit_median_ms / second.index_get_median_ms:.1f}x one plain store.get of "
+            f"the thread's index ({_duration(second.index_get_median_ms)}) in the same run."
+        )
+    lines.append("Cost counts summarizer input tokens only.")
+    return lines
+
+
+def write_report_json(report: BenchReport, path: str | Path) -> None:
+    """Write every figure of ``report`` as JSON."""
+    Path(path).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+def _cumulative(values: Sequence[int]) -> list[int]:
+    total, out = 0, []
+    for value in values:
+        total += value
+        out.append(total)
+    return out
+
+
+def _tokens_label(value: float, _position: object) -> str:
+    if abs(value) >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if abs(value) >= 1_000:
+        return f"{value / 1_000:g}k"
+    return f"{value:g}"
+
+
+def write_plot(report: BenchReport, path: str | Path) -> None:
+    """Plot cumulative summarizer input tokens, naive against slimcache, as a PNG.
+
+    Left: request by request through the longest conversation, where re-summarizing grows
+    quadratically and slimcache linearly. Right: the whole replay.
+
+    Raises:
+        MissingExtraError: matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
+    except ImportError as exc:
+        from slimcache._exceptions import MissingExtraError
+
+        raise MissingExtraError(
+            f"--plot needs matplotlib ({exc}); run: pip install 'slimcache[bench]'"
+        ) from None
+
+    counts = report.requests_per_conversation
+    longest = max(range(len(counts)), key=lambda i: counts[i])
+    begin = sum(counts[:longest])
+    span = slice(begin, begin + counts[longest])
+    shown = [k for k in ("naive", "memory") if k in report.modes]
+    styles = {"naive": ("#d62728", "naive: re-summarize every request"), "memory": ("#1f77b4", "")}
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for key in shown:
+        mode = report.modes[key]
+        colour, label = styles[key]
+        label = label or f"{mode.label}: cached, incremental"
+        per_conversation = mode.per_request_input_tokens[span]
+        left.plot(
+            range(1, len(per_conversation) + 1),
+            _cumulative(per_conversation),
+            color=colour,
+            label=label,
+            linewidth=2,
+        )
+        right.plot(
+            range(1, len(mode.per_request_input_tokens) + 1),
+            _cumulative(mode.per_request_input_tokens),
+            color=colour,
+            label=label,
+            linewidth=2,
+        )
+    left.set_title(f"Longest conversation ({counts[longest]} requests): quadratic vs linear")
+    left.set_xlabel("request (each user turn, full history sent)")
+    left.set_ylabel("cumulative summarizer input tokens")
+    right.set_title(f"All {len(report.conversations)} conversations, in replay order")
+    right.set_xlabel("request number across the replay")
+    for axes in (left, right):
+        axes.yaxis.set_major_formatter(FuncFormatter(_tokens_label))
+        axes.grid(alpha=0.3)
+        axes.legend(loc="upper left")
+    figure.suptitle(
+        f"slimcache bench: summarizer input tokens, {report.dataset}, "
+        f"window {report.settings.keep}-{report.settings.threshold} messages"
+    )
+    figure.tight_layout()
+    figure.savefig(str(path), dpi=120)
+    plt.close(figure)

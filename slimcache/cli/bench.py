@@ -1,0 +1,282 @@
+"""``slimcache bench``: replay conversations with and without the cache, print what it saved.
+
+Imported by :func:`slimcache.cli.app.build_app` only, as it needs typer and rich (the ``bench``
+extra) at import time.
+"""
+
+# No ``from __future__ import annotations`` here: typer reads the command's annotations at
+# run time.
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import typer
+
+from slimcache._exceptions import ConfigurationError, InvalidInput, SlimcacheError
+from slimcache.bench.datasets import (
+    CHITCHAT,
+    BenchConversation,
+    Dataset,
+    load_dataset,
+    select_conversations,
+)
+from slimcache.bench.engine import run_bench
+from slimcache.bench.report import print_report, write_plot, write_report_json
+from slimcache.bench.results import DEFAULT_PRICE_PER_MTOK, BenchReport, BenchSettings
+from slimcache.bench.summarizers import HTTPChatSummarizer, OfflineSummarizer, make_summarizer
+from slimcache.cli.common import (
+    DEFAULT_STORE_URL,
+    RUN_ERROR,
+    USAGE_ERROR,
+    CommandError,
+    close_store,
+    fail,
+    open_url,
+    stderr_console,
+    stdout_console,
+)
+from slimcache.core.strategies import StrategyName
+from slimcache.stores.protocol import Store
+
+__all__ = ["DEFAULT_MIN_MESSAGES", "bench", "register"]
+
+DEFAULT_MIN_MESSAGES = 40
+"""Shortest chitchat conversation replayed by default: shorter ones barely leave the window."""
+
+# The options, in the order ``--help`` lists them.
+StoreOption = Annotated[
+    str, typer.Option(help="Store URL for the store modes (memory://, redis://, ...).")
+]
+ConversationsOption = Annotated[
+    int, typer.Option("--conversations", "-n", min=1, help="Conversations to replay.")
+]
+DatasetOption = Annotated[
+    str,
+    typer.Option(help="'chitchat', or your own OpenAI-format .json / .jsonl file."),
+]
+SummarizerOption = Annotated[
+    str,
+    typer.Option(
+        help="'offline' (deterministic, no network) or 'openai:MODEL' "
+        "(OPENAI_API_KEY, optional OPENAI_BASE_URL)."
+    ),
+]
+PriceOption = Annotated[
+    float,
+    typer.Option(min=0.0, help="Dollars per million summarizer input tokens."),
+]
+JsonOption = Annotated[
+    Path | None, typer.Option("--json", help="Write every figure to this JSON file.")
+]
+PlotOption = Annotated[
+    Path | None, typer.Option(help="Write a PNG of cumulative summarizer input tokens.")
+]
+ThresholdOption = Annotated[
+    int, typer.Option(min=1, help="Summarize when the window holds more messages.")
+]
+KeepOption = Annotated[int, typer.Option(min=1, help="Messages kept verbatim after summarizing.")]
+StrategyOption = Annotated[str, typer.Option(help="extend, concat, hybrid or replace.")]
+SummaryTokensOption = Annotated[int, typer.Option(min=1, help="Token budget of a summary.")]
+CheckpointsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Ranges listed per thread (default: the compressor's).",
+        show_default=False,
+    ),
+]
+MinMessagesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help=f"Only conversations with at least this many messages "
+        f"(default: {DEFAULT_MIN_MESSAGES} for chitchat, 0 for a file).",
+        show_default=False,
+    ),
+]
+SeedOption = Annotated[
+    int, typer.Option(help="Which conversations are sampled when more are eligible.")
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` command to ``app``."""
+    app.command()(bench)
+
+
+def bench(
+    store: StoreOption = DEFAULT_STORE_URL,
+    conversations: ConversationsOption = 50,
+    dataset: DatasetOption = CHITCHAT,
+    summarizer: SummarizerOption = "offline",
+    price_per_mtok: PriceOption = DEFAULT_PRICE_PER_MTOK,
+    json_out: JsonOption = None,
+    plot: PlotOption = None,
+    threshold: ThresholdOption = 20,
+    keep: KeepOption = 10,
+    strategy: StrategyOption = "extend",
+    summary_tokens: SummaryTokensOption = 400,
+    checkpoints: CheckpointsOption = None,
+    min_messages: MinMessagesOption = None,
+    seed: SeedOption = 0,
+) -> None:
+    """Replay conversations as a stateless chat server would, with and without the cache."""
+    try:
+        try:
+            settings = BenchSettings(
+                threshold=threshold,
+                keep=keep,
+                strategy=cast("StrategyName", strategy),  # BenchSettings checks the value
+                summary_tokens=summary_tokens,
+                checkpoints=checkpoints,
+                price_per_mtok=price_per_mtok,
+            )
+            # A missing key fails here, before the dataset or the store is touched.
+            chosen_summarizer = make_summarizer(summarizer)
+        except ConfigurationError as exc:
+            raise CommandError(str(exc), USAGE_ERROR) from None
+        _check_outputs(json_out, plot)
+        handle = open_url(store)
+        report = asyncio.run(
+            _bench(
+                handle,
+                store,
+                dataset,
+                conversations,
+                min_messages,
+                seed,
+                chosen_summarizer,
+                settings,
+            )
+        )
+    except CommandError as error:
+        fail(error)
+    print_report(report, stdout_console())
+    _write_outputs(report, json_out, plot)
+
+
+def _check_outputs(json_out: Path | None, plot: Path | None) -> None:
+    """Fail before the replay when an output cannot be written."""
+    for option, target in (("--json", json_out), ("--plot", plot)):
+        if target is not None and not target.parent.is_dir():
+            raise CommandError(f"{option}: no such directory: {target.parent}", USAGE_ERROR)
+    if plot is not None:
+        _check_plotting()
+
+
+def _check_plotting() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CommandError(
+            "--plot needs matplotlib: pip install 'slimcache[bench]'", USAGE_ERROR
+        ) from None
+
+
+def _write_outputs(report: BenchReport, json_out: Path | None, plot: Path | None) -> None:
+    if json_out is not None:
+        write_report_json(report, json_out)
+        print(f"wrote {json_out}", file=sys.stderr)
+    if plot is not None:
+        write_plot(report, plot)
+        print(f"wrote {plot}", file=sys.stderr)
+
+
+class _RichProgress:
+    """A rich progress bar on stderr, one task per mode; silent when stderr is not a TTY."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        console = stderr_console()
+        self.progress = Progress(
+            "{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        )
+        self.task: Any = None
+
+    def start(self, label: str, total: int) -> None:
+        self.task = self.progress.add_task(label, total=total)
+
+    def advance(self) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task)
+
+
+async def _choose(
+    dataset_spec: str,
+    conversations: int,
+    min_messages: int | None,
+    seed: int,
+    summarizer: OfflineSummarizer | HTTPChatSummarizer,
+) -> tuple[Dataset, list[BenchConversation], int]:
+    """Load the dataset, pick the conversations and check the summarizer's endpoint.
+
+    Returns:
+        The dataset, the conversations picked, and the ``min_messages`` applied.
+    """
+    dataset = load_dataset(dataset_spec)
+    if min_messages is None:
+        min_messages = DEFAULT_MIN_MESSAGES if dataset_spec == CHITCHAT else 0
+    chosen = select_conversations(
+        dataset.conversations, count=conversations, min_messages=min_messages, seed=seed
+    )
+    if isinstance(summarizer, HTTPChatSummarizer):
+        try:
+            await asyncio.to_thread(summarizer.preflight)
+        except SlimcacheError as exc:
+            raise CommandError(
+                f"the summarizer endpoint is not usable: {exc}", USAGE_ERROR
+            ) from None
+    return dataset, chosen, min_messages
+
+
+async def _bench(
+    store: Store,
+    store_url: str,
+    dataset_spec: str,
+    conversations: int,
+    min_messages: int | None,
+    seed: int,
+    summarizer: OfflineSummarizer | HTTPChatSummarizer,
+    settings: BenchSettings,
+) -> BenchReport:
+    try:
+        dataset, chosen, min_messages = await _choose(
+            dataset_spec, conversations, min_messages, seed, summarizer
+        )
+    except (ConfigurationError, InvalidInput) as exc:
+        await close_store(store)
+        raise CommandError(str(exc), USAGE_ERROR) from None
+    except BaseException:
+        await close_store(store)
+        raise
+    progress = _RichProgress()
+    try:
+        with progress.progress:
+            return await run_bench(
+                dataset,
+                chosen,
+                store=store,
+                store_url=store_url,
+                summarizer=summarizer,
+                settings=settings,
+                progress=progress,
+                extra={
+                    "dataset_digest": dataset.digest,
+                    "conversations_requested": conversations,
+                    "min_messages": min_messages,
+                    "seed": seed,
+                },
+            )
+    except SlimcacheError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}", RUN_ERROR) from None
+    finally:
+        await close_store(store)

@@ -1,0 +1,205 @@
+"""``slimcache inspect`` and ``slimcache clear``: look at and delete one thread's summaries.
+
+Imported by :func:`slimcache.cli.app.build_app` only, as it needs typer and rich (the ``bench``
+extra) at import time.
+"""
+
+# No ``from __future__ import annotations`` here: typer reads the commands' annotations at
+# run time.
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from slimcache._exceptions import ConfigurationError, InvalidInput, SlimcacheError
+from slimcache.bench.datasets import load_history
+from slimcache.bench.engine import redact_url
+from slimcache.cli.common import (
+    RUN_ERROR,
+    USAGE_ERROR,
+    CommandError,
+    close_store,
+    fail,
+    open_url,
+    stdout_console,
+)
+from slimcache.recipes.maintenance import RangeInfo, clear_thread, thread_ranges
+from slimcache.stores.protocol import Store
+
+__all__ = ["clear", "inspect", "register"]
+
+UrlArgument = Annotated[str, typer.Argument(help="Store URL.")]
+ThreadOption = Annotated[str, typer.Option(help="Thread id.")]
+NamespaceOption = Annotated[str, typer.Option(help="Key namespace of the compressor.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``inspect`` and ``clear`` commands to ``app``, in that order."""
+    app.command()(inspect)
+    app.command()(clear)
+
+
+def inspect(
+    url: UrlArgument,
+    thread: ThreadOption,
+    history: Annotated[
+        Path | None,
+        typer.Option(help="The conversation as JSON: also say whether each range is valid."),
+    ] = None,
+    namespace: NamespaceOption = "",
+    summaries: Annotated[
+        bool, typer.Option("--summaries", help="Also print each summary's text.")
+    ] = False,
+    fingerprint: Annotated[
+        str,
+        typer.Option(help="The compressor's fingerprint setting: content or id."),
+    ] = "content",
+    wrapped: Annotated[
+        bool,
+        typer.Option(
+            "--wrapped",
+            help="List the summaries of a cached_summarizer function instead of the compressor's.",
+        ),
+    ] = False,
+) -> None:
+    """List a thread's cached summary ranges."""
+    try:
+        messages = None
+        if history is not None:
+            try:
+                messages = load_history(history)
+            except (ConfigurationError, InvalidInput) as exc:
+                raise CommandError(str(exc), USAGE_ERROR) from None
+        handle = open_url(url)
+        ranges = asyncio.run(
+            _inspect(handle, thread, namespace, messages, fingerprint, wrapped=wrapped)
+        )
+    except CommandError as error:
+        fail(error)
+    _print_ranges(url, thread, ranges, summaries, wrapped=wrapped)
+
+
+def clear(url: UrlArgument, thread: ThreadOption, namespace: NamespaceOption = "") -> None:
+    """Delete a thread's index and every cached range it lists."""
+    try:
+        handle = open_url(url)
+        deleted = asyncio.run(_clear(handle, thread, namespace))
+    except CommandError as error:
+        fail(error)
+    print(f"deleted {deleted} keys of thread {thread}")
+
+
+def _count(value: int) -> str:
+    return f"{value:,}"
+
+
+def _range_rows(ranges: list[RangeInfo]) -> list[list[str]]:
+    rows = []
+    for info in ranges:
+        age = info.age()
+        rows.append(
+            [
+                f"{info.start}-{info.end}",
+                "yes" if info.head else "",
+                "yes" if info.stored else "no",
+                "-" if info.summary_chars is None else _count(info.summary_chars),
+                "-" if info.summary_tokens is None else _count(info.summary_tokens),
+                "-" if info.covered_tokens is None else _count(info.covered_tokens),
+                "-" if age is None else _age(age),
+                info.summarizer or "-",
+                info.strategy or "-",
+                {None: "-", True: "valid", False: "stale"}[info.valid],
+            ]
+        )
+    return rows
+
+
+def _age(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m {seconds % 60:.0f}s"
+    if seconds < 86400:
+        return f"{seconds // 3600:.0f}h {seconds % 3600 // 60:.0f}m"
+    return f"{seconds // 86400:.0f}d {seconds % 86400 // 3600:.0f}h"
+
+
+async def _inspect(
+    store: Store,
+    thread: str,
+    namespace: str,
+    messages: list[dict[str, Any]] | None,
+    fingerprint: str,
+    *,
+    wrapped: bool = False,
+) -> list[RangeInfo]:
+    try:
+        if fingerprint not in ("content", "id"):
+            raise ConfigurationError(f"--fingerprint must be content or id, got {fingerprint!r}")
+        if wrapped and fingerprint == "id":
+            raise ConfigurationError(
+                "--wrapped lists cached_summarizer's summaries, checked by content: "
+                "--fingerprint id does not apply"
+            )
+        return await thread_ranges(
+            store,
+            thread,
+            namespace=namespace,
+            messages=messages,
+            fingerprint="id" if fingerprint == "id" else "content",
+            source="wrapped" if wrapped else "compressor",
+        )
+    except (ConfigurationError, InvalidInput) as exc:
+        raise CommandError(str(exc), USAGE_ERROR) from None
+    except SlimcacheError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}", RUN_ERROR) from None
+    finally:
+        await close_store(store)
+
+
+async def _clear(store: Store, thread: str, namespace: str) -> int:
+    try:
+        return await clear_thread(store, thread, namespace=namespace)
+    except (ConfigurationError, InvalidInput) as exc:
+        raise CommandError(str(exc), USAGE_ERROR) from None
+    except SlimcacheError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}", RUN_ERROR) from None
+    finally:
+        await close_store(store)
+
+
+def _print_ranges(
+    url: str, thread: str, ranges: list[RangeInfo], summaries: bool, *, wrapped: bool = False
+) -> None:
+    from rich.table import Table
+
+    console = stdout_console()
+    whose = " of cached_summarizer" if wrapped else ""
+    if not ranges:
+        console.print(f"no cached summaries{whose} for thread {thread!r} in {redact_url(url)}")
+        return
+    table = Table(
+        title=f"thread {thread!r} in {redact_url(url)}: {len(ranges)} cached ranges{whose}"
+    )
+    for name in (
+        "range",
+        "head",
+        "stored",
+        "summary chars",
+        "summary tokens",
+        "covers tokens",
+        "age",
+        "summarizer",
+        "strategy",
+        "valid",
+    ):
+        table.add_column(name, justify="right" if "tokens" in name or "chars" in name else "left")
+    for row in _range_rows(ranges):
+        table.add_row(*row)
+    console.print(table)
+    if summaries:
+        for info in ranges:
+            console.print(f"\n[bold]{info.start}-{info.end}[/]")
+            console.print(info.summary or "(not in the store)", markup=False, highlight=False)

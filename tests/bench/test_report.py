@@ -1,0 +1,46 @@
+"""The benchmark's outputs: the table and its notes, the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from slimcache import MemoryStore
+from slimcache.bench.report import print_report, write_plot
+from tests.bench.synthetic import dataset, replay
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+async def test_plot_is_a_png(tmp_path: Path) -> None:
+    report = await replay(dataset(30, 44), MemoryStore())
+    target = tmp_path / "bench.png"
+    write_plot(report, target)
+    assert target.read_bytes().startswith(PNG_SIGNATURE)
+    assert target.stat().st_size > 10_000
+
+
+async def test_report_table_has_every_row_and_the_floor() -> None:
+    report = await replay(dataset(30, 44), MemoryStore())
+    console = Console(record=True, width=200)
+    print_report(report, console)
+    text = console.export_text()
+    for row in (
+        "summarizer calls",
+        "summarizer input tokens",
+        "summarizer output tokens",
+        "input-token cost @ $0.15/Mtok",
+        "cache hits / extensions / misses",
+        "invalidated summaries",
+        "store round trips",
+        "store latency median / p99",
+        "cache hit / store.get median",
+        "wall time",
+    ):
+        assert row in text
+    assert "store memory://: cold before this run" in text
+    assert f"Floor: {report.floor_tokens:,} tokens" in text
+    assert "(exactly the floor)" in text
+    assert "in the second pass" in text
+    assert text.rstrip().endswith("Cost counts summarizer input tokens only.")

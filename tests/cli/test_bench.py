@@ -1,0 +1,193 @@
+"""``slimcache bench``: its errors and exit codes, and runs on every data set format."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.cli.support import SMALL, conversation, flat, invoke, sqlite_url
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--conversations", "0"], "'--conversations' / '-n': Input should be greater than"),
+        (["-n", "x"], "unable to parse string as an integer"),
+        (["--summarizer", "gpt"], "summarizer must be 'offline' or 'openai:MODEL'"),
+        (["--keep", "20", "--threshold", "20"], "keep (20) must be below threshold (20)"),
+        (["--strategy", "custom"], "strategy must be one of"),
+        (["--store", "nosuch://x"], "unknown store URL scheme 'nosuch'"),
+        (["--store", "sqlite:///x.db"], "use sqlite+aiosqlite:// instead"),
+        (["--dataset", "missing.json"], "dataset file not found"),
+        (["--dataset", "chats.txt"], "dataset must be 'chitchat' or a .json / .jsonl file"),
+        (["--price-per-mtok", "-1"], "--price-per-mtok"),
+        (["--json", "/nonexistent/dir/out.json"], "--json: no such directory: /nonexistent/dir"),
+    ],
+)
+def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
+    result = invoke("bench", "--store", "memory://", *args)
+    assert result.exit_code == 2, result.output
+    assert message in flat(result.stderr)
+
+
+def test_missing_openai_key_fails_before_anything(tmp_path: Path) -> None:
+    db = tmp_path / "never.db"
+    result = invoke(
+        "bench",
+        "--store",
+        sqlite_url(db),
+        "--summarizer",
+        "openai:gpt-4o-mini",
+        env={"OPENAI_API_KEY": None},
+    )
+    assert result.exit_code == 2
+    assert "OPENAI_API_KEY" in result.stderr
+    assert not db.exists()
+
+
+def test_dead_openai_endpoint_fails_fast(data_json: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = invoke(
+        "bench",
+        "--store",
+        "memory://",
+        "--dataset",
+        str(data_json),
+        "--summarizer",
+        "openai:tiny",
+        env={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"},
+    )
+    assert result.exit_code == 2
+    assert "summarizer endpoint is not usable" in result.stderr
+    assert f"127.0.0.1:{port}/v1/models" in result.stderr
+
+
+def test_invalid_message_names_file_conversation_and_index(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    rows = [conversation(4, "a"), [{"role": "user", "content": "hi"}, {"role": "robot"}]]
+    bad.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    result = invoke("bench", "--store", "memory://", "--dataset", str(bad))
+    assert result.exit_code == 2
+    assert "bad.jsonl: conversation 1, messages[1]: unknown role 'robot'" in result.stderr
+
+
+def test_too_few_long_conversations(data_json: Path) -> None:
+    result = invoke(
+        "bench", "--store", "memory://", "--dataset", str(data_json), "--min-messages", "500"
+    )
+    assert result.exit_code == 2
+    assert "lower --min-messages" in result.stderr
+
+
+# ---------------------------------------------------------------- bench
+
+
+def test_bench_json_dataset_on_memory(data_json: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    result = invoke(
+        "bench", "--store", "memory://", "--dataset", str(data_json), "--json", str(out), *SMALL
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "(no cache)" in result.stdout
+    assert "summarizer calls" in result.stdout
+    assert "Floor:" in result.stdout
+    assert "exactly the floor" in result.stdout
+    figures = json.loads(out.read_text())
+    modes = figures["modes"]
+    assert figures["conversations"] == 2
+    assert figures["settings"]["dataset"] == "chats.json"
+    assert figures["settings"]["min_messages"] == 0
+    assert [t["conversation"] for t in figures["threads"]] == ["0", "b"]
+    assert modes["naive"]["summarizer_calls"] > modes["memory"]["summarizer_calls"] > 0
+    assert modes["memory"]["summarizer_calls"] == modes["store"]["summarizer_calls"]
+    assert modes["memory"]["message_tokens"] == figures["floor_tokens"]
+    assert modes["store"]["message_tokens"] == figures["floor_tokens"]
+    assert modes["naive"]["message_tokens"] > 2 * figures["floor_tokens"]
+    assert modes["second_pass"]["cache_hits"] > 0
+    assert modes["store"]["cost_usd"] == pytest.approx(modes["store"]["input_tokens"] * 0.15e-6)
+
+
+def test_bench_jsonl_on_sqlite_twice_with_plot(data_jsonl: Path, tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "bench.db")
+    plot, first_json, second_json = tmp_path / "b.png", tmp_path / "1.json", tmp_path / "2.json"
+    first = invoke(
+        "bench",
+        "--store",
+        url,
+        "--dataset",
+        str(data_jsonl),
+        "-n",
+        "2",
+        "--seed",
+        "3",
+        "--json",
+        str(first_json),
+        "--plot",
+        str(plot),
+        "--price-per-mtok",
+        "1",
+        *SMALL,
+    )
+    assert first.exit_code == 0, first.stderr
+    assert "cold" in first.stdout
+    assert plot.read_bytes().startswith(PNG_SIGNATURE)
+    figures = json.loads(first_json.read_text())
+    assert figures["conversations"] == 2
+    assert figures["store_warm_threads"] == 0
+    store = figures["modes"]["store"]
+    assert store["latency_median_ms"] is not None
+    assert store["store_round_trips"] > 0
+    assert store["cost_usd"] == pytest.approx(store["input_tokens"] / 1e6)
+
+    second = invoke(
+        "bench",
+        "--store",
+        url,
+        "--dataset",
+        str(data_jsonl),
+        "-n",
+        "2",
+        "--seed",
+        "3",
+        "--json",
+        str(second_json),
+        *SMALL,
+    )
+    assert second.exit_code == 0, second.stderr
+    assert "warm (2/2 threads cached) before this run" in flat(second.stdout)
+    again = json.loads(second_json.read_text())
+    assert again["threads"] == figures["threads"]
+    assert again["store_warm_threads"] == 2
+    assert again["modes"]["store"]["cache_hits"] > 0
+    for run, output in ((figures, first.stdout), (again, second.stdout)):
+        hits = run["modes"]["second_pass"]
+        assert hits["hit_samples"] == hits["cache_hits"] > 0
+        assert hits["hit_median_ms"] > 0
+        assert hits["index_get_median_ms"] > 0
+        assert "cache hit / store.get median" in output
+        assert "A cache hit took " in flat(output)
+        assert "one plain store.get of the thread's index" in flat(output)
+
+
+def test_bench_on_chitchat(tmp_path: Path) -> None:
+    out = tmp_path / "c.json"
+    result = invoke("bench", "--store", "memory://", "-n", "2", "--json", str(out))
+    assert result.exit_code == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert figures["settings"]["dataset"] == "chitchat"
+    assert figures["settings"]["min_messages"] == 40
+    assert figures["messages"] >= 2 * 41
+    assert (
+        figures["modes"]["naive"]["summarizer_calls"]
+        > figures["modes"]["memory"]["summarizer_calls"]
+    )
