@@ -440,8 +440,7 @@ def test_example_runs() -> None:
     assert "'arguments': '{\"city\": \"Lisbon\"}'" in out
 
 
-def test_docs_section_holds_the_example_verbatim() -> None:
-    code = (ROOT / "examples" / "langchain_messages.py").read_text()
-    section = (ROOT / "docs" / "sections" / "langchain.md").read_text()
-    assert section.startswith("## ")
-    assert f"```python\n{code}```" in section
+def test_the_guide_includes_the_example() -> None:
+    guide = (ROOT / "docs" / "guides" / "langchain.md").read_text()
+    assert guide.startswith("# ")
+    assert '```python\n--8<-- "examples/langchain_messages.py"\n```' in guide

@@ -468,8 +468,7 @@ def test_example_runs_with_anthropic(llm_server: LLMServer) -> None:
     assert request.body["max_tokens"] == 200
 
 
-def test_docs_section_holds_the_example_verbatim() -> None:
-    code = (ROOT / "examples" / "llm_summarizers.py").read_text()
-    section = (ROOT / "docs" / "sections" / "llm-summarizers.md").read_text()
-    assert section.startswith("## ")
-    assert f"```python\n{code}```" in section
+def test_the_guide_includes_the_example() -> None:
+    guide = (ROOT / "docs" / "guides" / "llm-summarizers.md").read_text()
+    assert guide.startswith("# ")
+    assert '```python\n--8<-- "examples/llm_summarizers.py"\n```' in guide

@@ -30,12 +30,3 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "\nuv run pytest\n" in readme
     assert "\nuv run pytest\n" in ci
     assert "\nuv run slimcache bench\n" in readme
-
-
-def test_every_docs_section_is_in_the_readme_verbatim() -> None:
-    # Each section's example is the file under examples/ that its own test runs.
-    readme = (ROOT / "README.md").read_text()
-    sections = sorted((ROOT / "docs" / "sections").glob("*.md"))
-    assert len(sections) >= 9
-    for section in sections:
-        assert section.read_text().rstrip("\n") in readme, section.name

@@ -710,8 +710,7 @@ def test_the_example_runs_and_calls_twice() -> None:
     ]
 
 
-def test_the_docs_section_shows_the_example_verbatim() -> None:
-    code = (ROOT / "examples" / "wrap.py").read_text()
-    section = (ROOT / "docs" / "sections" / "wrap.md").read_text()
-    assert section.startswith("## ")
-    assert f"```python\n{code.rstrip()}\n```" in section
+def test_the_guide_includes_the_example() -> None:
+    guide = (ROOT / "docs" / "guides" / "cached-summarizer.md").read_text()
+    assert guide.startswith("# ")
+    assert '```python\n--8<-- "examples/wrap.py"\n```' in guide

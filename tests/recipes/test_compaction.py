@@ -40,7 +40,7 @@ from tests.servers.sqlite_files import sqlite_url
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "llm_compaction.py"
-SECTION = ROOT / "docs" / "sections" / "llm-compaction.md"
+GUIDE = ROOT / "docs" / "guides" / "compaction.md"
 
 
 Factory = Callable[..., Awaitable[Store]]
@@ -570,7 +570,7 @@ def test_example_runs_offline() -> None:
     assert lines[4] == "True"
 
 
-def test_docs_section_holds_the_example_verbatim() -> None:
-    section = SECTION.read_text()
-    assert section.startswith("## ")
-    assert f"```python\n{EXAMPLE.read_text()}```" in section
+def test_the_guide_includes_the_example() -> None:
+    guide = GUIDE.read_text()
+    assert guide.startswith("# ")
+    assert '```python\n--8<-- "examples/llm_compaction.py"\n```' in guide

@@ -433,7 +433,7 @@ async def test_a_window_reads_each_stored_message_once() -> None:
         assert not any(":messages:" in key for key in store.reads)
 
 
-# ---------------------------------------------------------------- the README section
+# ---------------------------------------------------------------- the docs guide
 
 
 def test_the_example_runs() -> None:
@@ -451,8 +451,7 @@ def test_the_example_runs() -> None:
     assert "'evictions': 3" in out
 
 
-def test_the_docs_section_holds_the_example_verbatim() -> None:
-    section = (ROOT / "docs" / "sections" / "sliding-window.md").read_text()
-    example = (ROOT / "examples" / "sliding_window.py").read_text()
-    assert section.startswith("## ")
-    assert f"```python\n{example.rstrip()}\n```" in section
+def test_the_guide_includes_the_example() -> None:
+    guide = (ROOT / "docs" / "guides" / "sliding-window.md").read_text()
+    assert guide.startswith("# ")
+    assert '```python\n--8<-- "examples/sliding_window.py"\n```' in guide

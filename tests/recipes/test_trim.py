@@ -277,8 +277,7 @@ def test_the_example_runs_and_trims() -> None:
     ]
 
 
-def test_the_docs_section_shows_the_example_verbatim() -> None:
-    code = (ROOT / "examples" / "trim.py").read_text()
-    section = (ROOT / "docs" / "sections" / "trim.md").read_text()
-    assert section.startswith("## ")
-    assert f"```python\n{code.rstrip()}\n```" in section
+def test_the_guide_includes_the_example() -> None:
+    guide = (ROOT / "docs" / "guides" / "trim.md").read_text()
+    assert guide.startswith("# ")
+    assert '```python\n--8<-- "examples/trim.py"\n```' in guide

@@ -543,7 +543,7 @@ async def test_appends_from_several_processes_lose_nothing(
             assert mine == [f"{worker_number}:{task}:{step}" for step in range(STEPS)]
 
 
-# ---------------------------------------------------------------- the README section
+# ---------------------------------------------------------------- the docs guide
 
 
 def test_the_example_runs() -> None:
@@ -560,8 +560,7 @@ def test_the_example_runs() -> None:
     assert out[3] == "[]"
 
 
-def test_the_docs_section_holds_the_example_verbatim() -> None:
-    section = (ROOT / "docs" / "sections" / "window-memory.md").read_text()
-    example = (ROOT / "examples" / "window_memory.py").read_text()
-    assert section.startswith("## ")
-    assert f"```python\n{example.rstrip()}\n```" in section
+def test_the_guide_includes_the_example() -> None:
+    guide = (ROOT / "docs" / "guides" / "window-memory.md").read_text()
+    assert guide.startswith("# ")
+    assert '```python\n--8<-- "examples/window_memory.py"\n```' in guide

@@ -55,7 +55,8 @@ from tests.servers.redis_cluster import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = ROOT / "docs" / "sections" / "redis-cluster.md"
+GUIDE = ROOT / "docs" / "guides" / "redis-cluster.md"
+EXAMPLE = ROOT / "examples" / "redis_cluster.py"
 
 # A guard against hangs, far above how long any of these operations should take.
 GUARD = 30.0
@@ -695,10 +696,11 @@ def python_blocks(text: str) -> list[str]:
 
 @pytest.mark.servers
 def test_the_docs_example_runs_against_the_cluster(redis_cluster: RedisClusterServers) -> None:
-    section = SECTION.read_text()
-    assert section.startswith("## Redis Cluster\n")
-    code = python_blocks(section)[0]
-    printed = section.split("this prints:\n\n```\n", 1)[1].split("```", 1)[0]
+    guide = GUIDE.read_text()
+    assert guide.startswith("# Run on Redis Cluster\n")
+    assert python_blocks(guide)[0] == '--8<-- "examples/redis_cluster.py"\n'
+    code = EXAMPLE.read_text()
+    printed = guide.split("this prints:\n\n```\n", 1)[1].split("```", 1)[0]
     placeholder = "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"
     assert placeholder in code
     prefix = f"docs-{uuid.uuid4().hex}:"
