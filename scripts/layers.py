@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,7 +78,7 @@ def package_modules(root: Path = ROOT) -> dict[str, Path]:
     return {module_name(p, root): p for p in sorted((root / PACKAGE).rglob("*.py"))}
 
 
-def _imported(tree: ast.Module, here: str, is_package: bool) -> set[str]:
+def _imported(tree: ast.Module, here: str, is_package: bool, modules: Set[str]) -> set[str]:
     """Names of the package's modules (or packages) that one module's source imports."""
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -91,8 +91,12 @@ def _imported(tree: ast.Module, here: str, is_package: bool) -> set[str]:
                 stem = ".".join([*base, node.module] if node.module else base)
             else:
                 stem = node.module or ""
-            found.add(stem)
-            found.update(f"{stem}.{alias.name}" for alias in node.names)
+            submodules = {f"{stem}.{alias.name}" for alias in node.names} & modules
+            found.update(submodules)
+            # ``from pkg import module`` names the module, as ``import pkg.module`` does; any
+            # other name comes from the package's own ``__init__``.
+            if len(submodules) < len(node.names):
+                found.add(stem)
     return {name for name in found if name == PACKAGE or name.startswith(PACKAGE + ".")}
 
 
@@ -102,7 +106,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        names = _imported(tree, name, path.name == "__init__.py")
+        names = _imported(tree, name, path.name == "__init__.py", modules.keys())
         graph[name] = {n for n in names if n in modules and n != name}
     return graph
 
