@@ -9,10 +9,10 @@ Two modes, as in Crush's compaction proposal:
 - ``"auto"``: no status message and no tool; automatic compaction stays with
   :class:`~slimcache.SummarizeCompressor`.
 
-What is persisted, per thread (keys built from :class:`~slimcache.ThreadKeys`)::
+What is persisted, per thread (keys from :class:`~slimcache.ThreadKeys`):
 
-    thread_<new>:session   the new session's record: its summary and first message
-    thread_<old>:next      the link from the old thread to the new one
+- ``ThreadKeys(new).session``: the new session's record, its summary and first message;
+- ``ThreadKeys(old).link``: the link from the old thread to the new one;
 
 so a stateless server that only knows an old thread id finds the current session with
 :meth:`Compaction.current_session`, after a restart too.
@@ -72,8 +72,6 @@ DEFAULT_SESSION_TEMPLATE = (
 )
 """Text of a new session's first message; ``{summary}`` is the summary the model wrote."""
 
-SESSION_SUFFIX = "session"
-LINK_SUFFIX = "next"
 _SESSION_FORMAT = "slimcache.session"
 _LINK_FORMAT = "slimcache.session_link"
 _RECORD_VERSION = 1
@@ -279,7 +277,7 @@ class NewSession:
         return _anthropic_result(self.result_text, call_id, is_error=False)
 
     def to_json(self) -> str:
-        """Serialize the session record (what is stored under ``<prefix>session``)."""
+        """Serialize the session record (what is stored under ``ThreadKeys.session``)."""
         data = {
             "format": _SESSION_FORMAT,
             "v": _RECORD_VERSION,
@@ -668,8 +666,8 @@ class Compaction:
         and in auto mode, where the tool is not offered.
 
         Otherwise the new session's record (its summary and first message) is written under
-        the new thread, ``ThreadKeys(new_thread_id).prefix + "session"``, and then the link
-        ``ThreadKeys(thread_id).prefix + "next"``, the commit point. The new thread id is
+        the new thread, ``ThreadKeys(new_thread_id).session``, and then the link
+        ``ThreadKeys(thread_id).link``, the commit point. The new thread id is
         ``new_thread_id`` if given; else, with a ``tool_call_id``, derived from the old thread
         id and the call id (``session-`` and 32 hex digits), so handling the same call again
         (a retried request, another server) returns the same session without writing it again;
@@ -715,8 +713,8 @@ class Compaction:
             else:
                 new_thread_id = f"session-{uuid.uuid4().hex}"
         new_keys = ThreadKeys(new_thread_id, self._namespace)
-        session_key = new_keys.prefix + SESSION_SUFFIX
-        link_key = old_keys.prefix + LINK_SUFFIX
+        session_key = new_keys.session
+        link_key = old_keys.link
         if call_id is not None:
             existing = NewSession.parse(await self._io.get(session_key), thread=new_keys.encoded)
             if existing is not None and existing.tool_call_id == call_id:
@@ -777,7 +775,7 @@ class Compaction:
         keys = ThreadKeys(current, self._namespace)
         seen = {keys.encoded}
         for _ in range(_MAX_HOPS):
-            link = _Link.parse(await self._io.get(keys.prefix + LINK_SUFFIX), thread=keys.encoded)
+            link = _Link.parse(await self._io.get(keys.link), thread=keys.encoded)
             if link is None:
                 return current
             try:
@@ -803,6 +801,4 @@ class Compaction:
             StoreError: The store failed.
         """
         keys = ThreadKeys(thread_id, self._namespace)
-        return NewSession.parse(
-            await self._io.get(keys.prefix + SESSION_SUFFIX), thread=keys.encoded
-        )
+        return NewSession.parse(await self._io.get(keys.session), thread=keys.encoded)

@@ -18,7 +18,7 @@ from slimcache.core.keys import ThreadKeys
 from slimcache.core.plan import History
 from slimcache.core.settings import fingerprints_by_id
 from slimcache.messages.checks import Message, check_messages
-from slimcache.recipes.cached_summarizer import WrapHistory, WrapKeys
+from slimcache.recipes.cached_summarizer import WrapHistory
 from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.stores.protocol import Store, SupportsGetMany
 
@@ -124,8 +124,7 @@ async def thread_ranges(
     index_key, range_key = keys.index, keys.summary
     matches: Callable[[int, int, str], bool] | None = None
     if source == "wrapped":
-        wrapped = WrapKeys(thread_id, namespace)
-        index_key, range_key = wrapped.index, wrapped.summary
+        index_key, range_key = keys.wrapped.index, keys.wrapped.summary
         if messages is not None:
             matches = WrapHistory(check_messages(messages)).matches
     elif messages is not None:
@@ -184,10 +183,10 @@ async def clear_thread(store: Store, thread_id: str | int, *, namespace: str = "
     """
     keys = ThreadKeys(thread_id, namespace)
     deleted = await _clear_ranges(store, keys, keys.index, keys.summary)
-    wrapped = WrapKeys(thread_id, namespace)
+    wrapped = keys.wrapped
     await _clear_ranges(store, keys, wrapped.index, wrapped.summary)
-    for suffix in ("lease", "session", "next"):
-        await store.delete(keys.prefix + suffix)
+    for key in (keys.lease, keys.session, keys.link):
+        await store.delete(key)
     await ConversationWindowMemory(store, 1, namespace=namespace).clear(thread_id)
     return deleted
 

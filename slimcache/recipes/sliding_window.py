@@ -3,8 +3,8 @@
 :class:`SlidingWindow` stores every pushed message with a :class:`ConversationWindowMemory`
 and keeps its running summary as the cached range summary of a :class:`SummarizeCompressor`
 working on the same store with ``thread_id`` set to the window's id. Both live in the store
-under the id's keys (``thread_<id>:messages...``, ``thread_<id>:index``,
-``thread_<id>:summary:<start>-<end>``), so any number of instances with the same id and store,
+under the id's keys (:class:`~slimcache.ThreadKeys`: the history's head and chunks, the index
+and the range summaries), so any number of instances with the same id and store,
 in one process or many, and across restarts, see one history and one summary.
 """
 
@@ -118,11 +118,11 @@ class _Turns:
 _TURNS: weakref.WeakValueDictionary[tuple[int, str], _Turns] = weakref.WeakValueDictionary()
 
 
-def _turns_for(store: Store, prefix: str) -> _Turns:
-    turns = _TURNS.get((id(store), prefix))
+def _turns_for(store: Store, name: str) -> _Turns:
+    turns = _TURNS.get((id(store), name))
     if turns is None:
         turns = _Turns()
-        _TURNS[(id(store), prefix)] = turns
+        _TURNS[(id(store), name)] = turns
     return turns
 
 
@@ -261,7 +261,7 @@ class SlidingWindow:
             store_timeout=store_timeout,
         )
         self._store = resolved
-        self._turns = _turns_for(resolved, self._keys.prefix)
+        self._turns = _turns_for(resolved, self._keys.turns)
         self._mirror: _Mirror | None = None
         self._evictions = 0
         self._stats = WindowStats()

@@ -4,13 +4,13 @@
 :class:`TokenWindowMemory` as many of the most recent messages as fit in a token budget. Both
 keep the whole history, so the window is applied when loading, never when writing.
 
-Layout of one session's history, under the session's key prefix
-``ThreadKeys(session, namespace).prefix`` (``thread_<encoded id>:``)::
+Layout of one session's history, under the session's keys ``ThreadKeys(session, namespace)``
+(see :mod:`slimcache.core.keys`)::
 
-    <prefix>messages                  the head: message count, a random epoch, the chunk
+    history_head                      the head: message count, a random epoch, the chunk
                                       size, the tool calls still unanswered, and the messages
                                       after the last full chunk (the tail)
-    <prefix>messages:<epoch>:<n>      chunk n: messages n*size .. n*size+size-1, written once
+    history_chunk(epoch, n)           chunk n: messages n*size .. n*size+size-1, written once
 
 An append reads the head and writes it back with the new messages added to its tail. Once the
 tail holds a full chunk, that chunk is written to its own key and dropped from the head, so an
@@ -418,11 +418,11 @@ class _MessageHistory:
 
     @staticmethod
     def _head_key(keys: ThreadKeys) -> str:
-        return f"{keys.prefix}messages"
+        return keys.history_head
 
     @staticmethod
     def _chunk_key(keys: ThreadKeys, epoch: str, number: int) -> str:
-        return f"{keys.prefix}messages:{epoch}:{number}"
+        return keys.history_chunk(epoch, number)
 
     def _parse_head(self, raw: str | None, key: str) -> HistoryHead | None:
         if raw is None:
