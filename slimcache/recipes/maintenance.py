@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.core.entries import SummaryEntry, ThreadIndex
+from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.core.keys import ThreadKeys
 from slimcache.core.plan import History
 from slimcache.core.results import Stats
@@ -144,30 +144,40 @@ async def thread_ranges(
         return []
     range_keys = [range_key(r.start, r.end) for r in index.ranges]
     raws = await io.get_many(range_keys) if range_keys else []
-    head = index.head
-    infos: list[RangeInfo] = []
-    for ref, key, raw in zip(index.ranges, range_keys, raws, strict=True):
-        entry = SummaryEntry.parse(raw, thread=keys.encoded, start=ref.start, end=ref.end)
-        is_head = (head.start, head.end, head.fingerprint) == (ref.start, ref.end, ref.fingerprint)
-        known = entry if entry is not None else (head if is_head else None)
-        infos.append(
-            RangeInfo(
-                start=ref.start,
-                end=ref.end,
-                key=key,
-                stored=raw is not None,
-                head=is_head,
-                fingerprint=ref.fingerprint,
-                summary=known.summary if known else None,
-                summary_tokens=known.summary_tokens if known else None,
-                covered_tokens=known.covered_tokens if known else None,
-                created_at=known.created_at if known else None,
-                summarizer=known.summarizer if known else None,
-                strategy=known.strategy if known else None,
-                valid=None if matches is None else matches(ref.start, ref.end, ref.fingerprint),
-            )
-        )
+    infos = [
+        _range_info(ref, key, raw, index.head, keys.encoded, matches)
+        for ref, key, raw in zip(index.ranges, range_keys, raws, strict=True)
+    ]
     return sorted(infos, key=lambda info: (info.end, info.start))
+
+
+def _range_info(
+    ref: RangeRef,
+    key: str,
+    raw: str | None,
+    head: SummaryEntry,
+    thread: str,
+    matches: Callable[[int, int, str], bool] | None,
+) -> RangeInfo:
+    """One range of an index, with what its entry (or else the index's head) says of it."""
+    entry = SummaryEntry.parse(raw, thread=thread, start=ref.start, end=ref.end)
+    is_head = (head.start, head.end, head.fingerprint) == (ref.start, ref.end, ref.fingerprint)
+    known = entry if entry is not None else (head if is_head else None)
+    return RangeInfo(
+        start=ref.start,
+        end=ref.end,
+        key=key,
+        stored=raw is not None,
+        head=is_head,
+        fingerprint=ref.fingerprint,
+        summary=known.summary if known else None,
+        summary_tokens=known.summary_tokens if known else None,
+        covered_tokens=known.covered_tokens if known else None,
+        created_at=known.created_at if known else None,
+        summarizer=known.summarizer if known else None,
+        strategy=known.strategy if known else None,
+        valid=None if matches is None else matches(ref.start, ref.end, ref.fingerprint),
+    )
 
 
 async def clear_thread(
