@@ -20,8 +20,8 @@ from slimcache.core.results import Stats
 from slimcache.core.settings import fingerprints_by_id
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages.checks import Message, check_messages
-from slimcache.recipes.cached_summarizer import WrapHistory
 from slimcache.recipes.window_memory import ConversationWindowMemory
+from slimcache.recipes.wrap_history import WrapHistory
 from slimcache.stores.protocol import Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
 
