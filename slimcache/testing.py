@@ -677,7 +677,8 @@ class StoreConformance:
         self, store_factory: StoreFactory
     ) -> None:
         store = self.require_batch(await store_factory())
-        lease, index, summary, stale = (_unique(n) for n in ("lease", "index", "summary", "stale"))
+        lease, index = _unique("lease"), _unique("index")
+        summary, stale = _unique("summary"), _unique("stale")
         await store.set(index, "index v1")
         await store.set(stale, "old range")
         # Take a lease, then read what it guards: as slimcache does once it has its turn.

@@ -7,9 +7,14 @@ The key grammar::
                | "messages" [":" epoch ":" chunk]                       ; window memory
                | "session" | "next"                                    ; Compaction (llm mode)
                | "wrapped:index" | "wrapped:summary:" start "-" end    ; cached_summarizer
+               | "turns"                                               ; SlidingWindow
     encoded-id = 1*( ALPHA / DIGIT / "_" / "." / "-" / "%" HEXDIG HEXDIG ) | "~" 64HEXDIG
 
-Start and end are inclusive, 0-based indices into the conversation's messages. The encoded id
+Start and end are inclusive, 0-based indices into the conversation's messages; epoch is the
+window memory's random alphanumeric id of one incarnation of the history, chunk a 0-based
+number. ``turns`` is never stored: it names the in-process lock the sliding windows of one
+thread take turns with. This module is the only one that spells these suffixes; every other
+module asks :class:`ThreadKeys` for a key. The encoded id
 never holds ``:``, so a key splits back into exactly one (namespace, thread id, suffix): the
 namespace is everything before the last ``:`` that precedes ``thread_``, and a namespace given
 without its trailing ``:`` gets one (``"myapp"`` and ``"myapp:"`` are the same namespace).
@@ -30,7 +35,9 @@ from slimcache._exceptions import ConfigurationError, InvalidInput
 __all__ = [
     "MAX_INT_ID_DIGITS",
     "MAX_PLAIN_ID_LENGTH",
+    "SUFFIXES",
     "ThreadKeys",
+    "WrappedKeys",
     "encode_thread_id",
     "fingerprint_chain",
     "fingerprint_range",
@@ -45,6 +52,31 @@ MAX_PLAIN_ID_LENGTH = 128
 # itself refuses past 4,300 digits); 1,000 digits is far beyond any real identifier.
 MAX_INT_ID_DIGITS = 1000
 MAX_INT_ID_BITS = 3321  # floor(1000 * log2(10))
+
+# The suffix words of the grammar above, each spelled here and nowhere else.
+_INDEX = "index"
+_SUMMARY = "summary:"
+_LEASE = "lease"
+_HISTORY = "messages"
+_SESSION = "session"
+_LINK = "next"
+_WRAPPED = "wrapped:"
+_TURNS = "turns"
+
+SUFFIXES = frozenset(
+    {
+        _INDEX,
+        _SUMMARY,
+        _LEASE,
+        _HISTORY,
+        _SESSION,
+        _LINK,
+        _WRAPPED + _INDEX,
+        _WRAPPED + _SUMMARY,
+        _TURNS,
+    }
+)
+"""Every literal a key's suffix starts with (see the grammar in this module's docstring)."""
 
 # An id made only of characters percent-encoding keeps, short enough to stay plain, is its own
 # encoding: the common case (a UUID, a database key) skips the encoder.
@@ -121,17 +153,68 @@ class ThreadKeys:
 
     def summary(self, start: int, end: int) -> str:
         """Key of the summary of messages ``start`` to ``end`` (inclusive)."""
-        return f"{self.prefix}summary:{start}-{end}"
+        return f"{self.prefix}{_SUMMARY}{start}-{end}"
 
     @property
     def index(self) -> str:
         """Key of the thread's index entry (which ranges exist, and the newest summary)."""
-        return f"{self.prefix}index"
+        return self.prefix + _INDEX
 
     @property
     def lease(self) -> str:
         """Key of the short-lived lease a worker holds while it summarizes for the thread."""
-        return f"{self.prefix}lease"
+        return self.prefix + _LEASE
+
+    @property
+    def history_head(self) -> str:
+        """Key of the window memory's head: message count, epoch, chunk size and tail."""
+        return self.prefix + _HISTORY
+
+    def history_chunk(self, epoch: str, number: int) -> str:
+        """Key of chunk ``number`` of the window memory's history incarnation ``epoch``."""
+        return f"{self.prefix}{_HISTORY}:{epoch}:{number}"
+
+    @property
+    def session(self) -> str:
+        """Key of the compaction record of the session this thread was started as."""
+        return self.prefix + _SESSION
+
+    @property
+    def link(self) -> str:
+        """Key of the compaction link from this thread to the session that follows it."""
+        return self.prefix + _LINK
+
+    @property
+    def wrapped(self) -> WrappedKeys:
+        """The keys ``cached_summarizer`` keeps this thread's summaries under."""
+        return WrappedKeys(self)
+
+    @property
+    def turns(self) -> str:
+        """In-process name of the lock the thread's sliding windows take turns with.
+
+        Never a store key: it only tells one thread's turns from another's.
+        """
+        return self.prefix + _TURNS
+
+
+class WrappedKeys:
+    """The keys ``cached_summarizer`` writes for one thread, beside the compressor's.
+
+    They have the same roles as :attr:`ThreadKeys.index` and :meth:`ThreadKeys.summary`.
+
+    Args:
+        keys: The thread's keys.
+    """
+
+    def __init__(self, keys: ThreadKeys) -> None:
+        self.encoded = keys.encoded
+        self.index = f"{keys.prefix}{_WRAPPED}{_INDEX}"
+        self._summary = f"{keys.prefix}{_WRAPPED}{_SUMMARY}"
+
+    def summary(self, start: int, end: int) -> str:
+        """Key of the summary of messages ``start`` to ``end`` (inclusive)."""
+        return f"{self._summary}{start}-{end}"
 
 
 def fingerprint_chain(canonical: list[bytes], start: int) -> list[str]:

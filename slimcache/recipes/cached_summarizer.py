@@ -5,10 +5,9 @@ each thread's summary in the store with a fingerprint of the messages it covers.
 call is served from the store; a call with more messages asks the original function only
 about the new ones, handing it the previous summary as a leading system message.
 
-Keys, under ``ThreadKeys(thread_id, namespace).prefix``:
-
-- ``wrapped:index``: the ranges cached for the thread, and a copy of the newest summary;
-- ``wrapped:summary:<start>-<end>``: the summary of messages ``start..end`` (always 0 here).
+Keys: ``ThreadKeys(thread_id, namespace).wrapped`` (see :mod:`slimcache.core.keys`), an index
+of the ranges cached for the thread with a copy of the newest summary, and one entry per range
+(ranges always start at message 0 here).
 
 They are apart from the keys ``SummarizeCompressor`` writes, so both can share a store,
 a namespace and thread ids.
@@ -26,9 +25,9 @@ from typing import Any, Literal, Union
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
 from slimcache.core.compressor import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache.core.keys import ThreadKeys, normalize_namespace
-from slimcache.core.plan import History, listed_with
+from slimcache.core.entries import SummaryEntry, ThreadIndex
+from slimcache.core.keys import ThreadKeys, WrappedKeys, normalize_namespace
+from slimcache.core.plan import listed_with
 from slimcache.core.results import Stats
 from slimcache.core.settings import check_seconds_or_none
 from slimcache.core.summarizer import (
@@ -41,6 +40,7 @@ from slimcache.core.summarizer import (
 )
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages.checks import CheckedMessages, Message, approx_tokens, check_messages
+from slimcache.recipes.wrap_history import WrapHistory
 from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
@@ -56,63 +56,6 @@ ExtendFunction = Callable[[str, list[dict[str, Any]]], Union[Awaitable[str], str
 
 # Index writes retried when other workers write the same thread's index in between.
 _INDEX_ATTEMPTS = 8
-
-
-class WrapKeys:
-    """The wrapper's keys of one thread, built on the thread's key prefix."""
-
-    def __init__(self, thread_id: str | int, namespace: str) -> None:
-        keys = ThreadKeys(thread_id, namespace)
-        self.encoded = keys.encoded
-        self.index = keys.prefix + "wrapped:index"
-        self._prefix = keys.prefix
-
-    def summary(self, start: int, end: int) -> str:
-        """The key of the summary of messages ``start..end``."""
-        return f"{self._prefix}wrapped:summary:{start}-{end}"
-
-
-class WrapHistory:
-    """One call's messages, and which ranges from the first message they still hold.
-
-    A range's fingerprint is checked as the compressor checks its own (see
-    :class:`slimcache.core.plan.History`): by comparison with what this process hashed when it
-    can, so a repeated call does not hash every message again; entries written with the older
-    per-message chain are still checked with it.
-    """
-
-    def __init__(self, checked: CheckedMessages) -> None:
-        self.checked = checked
-        self.last = len(checked) - 1
-        self._prefixes = History(checked, first=0)
-
-    def fingerprint(self) -> str:
-        """The fingerprint of all the messages, as a new entry is written with."""
-        return self._prefixes.fingerprint(self.last)
-
-    def matches(self, start: int, end: int, fingerprint: str) -> bool:
-        """A range from the first message that these messages still hold unchanged."""
-        return start == 0 and 0 <= end <= self.last and self._prefixes.same(end, fingerprint)
-
-    def contradicts(self, start: int, end: int, fingerprint: str) -> bool:
-        """A range inside these messages that no longer matches them (an edit)."""
-        return end <= self.last and not self.matches(start, end, fingerprint)
-
-    def stale(self, index: ThreadIndex) -> set[tuple[int, int]]:
-        """The ranges ``index`` lists, its head among them, that these messages contradict.
-
-        A head that matches vouches for the listed ranges it covers: they were listed against
-        messages equal to these up to it. Only the ranges past it are checked, so a worker new
-        to the thread hashes the head, not every checkpoint. (Nothing is served on the head's
-        word: a range is checked itself before it is used.)
-        """
-        head = index.head
-        vouched = head.end if self.matches(head.start, head.end, head.fingerprint) else -1
-        return {
-            (ref.start, ref.end)
-            for ref in (*index.ranges, RangeRef(head.start, head.end, head.fingerprint))
-            if ref.end > vouched and self.contradicts(ref.start, ref.end, ref.fingerprint)
-        }
 
 
 class CachedSummarizer:
@@ -203,7 +146,7 @@ class CachedSummarizer:
         checked = check_messages(messages)
         if not len(checked):
             raise InvalidInput("messages must not be empty: there is nothing to summarize")
-        keys = WrapKeys(thread_id, self._namespace) if thread_id is not None else None
+        keys = ThreadKeys(thread_id, self._namespace).wrapped if thread_id is not None else None
         self._stats.requests += 1
         if keys is None:
             return await self._uncached(checked, None)
@@ -251,7 +194,7 @@ class CachedSummarizer:
         return entry.summarizer == self._summarizer_id
 
     async def _lookup(
-        self, keys: WrapKeys, history: WrapHistory
+        self, keys: WrappedKeys, history: WrapHistory
     ) -> tuple[str | None, ThreadIndex | None, str | None, SummaryEntry | None]:
         """Read the index and the exact range; return them and the summary to build on."""
         index_raw, exact_raw = await self._io.get_many([keys.index, keys.summary(0, history.last)])
@@ -373,7 +316,7 @@ class CachedSummarizer:
 
     async def _commit(
         self,
-        keys: WrapKeys,
+        keys: WrappedKeys,
         history: WrapHistory,
         entry: SummaryEntry,
         index_raw: str | None,
@@ -407,7 +350,7 @@ class CachedSummarizer:
 
     async def _write_index(
         self,
-        keys: WrapKeys,
+        keys: WrappedKeys,
         history: WrapHistory,
         entry: SummaryEntry,
         expected: str | None,
@@ -439,7 +382,7 @@ class CachedSummarizer:
 
     def _next_index(
         self,
-        keys: WrapKeys,
+        keys: WrappedKeys,
         history: WrapHistory,
         entry: SummaryEntry,
         stored: ThreadIndex | None,

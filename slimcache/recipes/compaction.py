@@ -9,10 +9,10 @@ Two modes, as in Crush's compaction proposal:
 - ``"auto"``: no status message and no tool; automatic compaction stays with
   :class:`~slimcache.SummarizeCompressor`.
 
-What is persisted, per thread (keys built from :class:`~slimcache.ThreadKeys`)::
+What is persisted, per thread (keys from :class:`~slimcache.ThreadKeys`):
 
-    thread_<new>:session   the new session's record: its summary and first message
-    thread_<old>:next      the link from the old thread to the new one
+- ``ThreadKeys(new).session``: the new session's record, its summary and first message;
+- ``ThreadKeys(old).link``: the link from the old thread to the new one;
 
 so a stateless server that only knows an old thread id finds the current session with
 :meth:`Compaction.current_session`, after a restart too.
@@ -20,19 +20,16 @@ so a stateless server that only knows an old thread id finds the current session
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
-from slimcache.core.entries import load_stored
-from slimcache.core.keys import ThreadKeys, encode_thread_id, normalize_namespace
+from slimcache.core.keys import ThreadKeys, normalize_namespace
 from slimcache.core.results import Stats
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages.checks import (
@@ -43,6 +40,14 @@ from slimcache.messages.checks import (
     approx_tokens,
     check_messages,
     count_message_tokens,
+)
+from slimcache.recipes.compaction_tool import (
+    ContextStatus,
+    NewSession,
+    SessionLink,
+    ToolError,
+    check_call_id,
+    parse_summary,
 )
 from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
@@ -72,11 +77,6 @@ DEFAULT_SESSION_TEMPLATE = (
 )
 """Text of a new session's first message; ``{summary}`` is the summary the model wrote."""
 
-SESSION_SUFFIX = "session"
-LINK_SUFFIX = "next"
-_SESSION_FORMAT = "slimcache.session"
-_LINK_FORMAT = "slimcache.session_link"
-_RECORD_VERSION = 1
 # Links are followed one store read at a time; real chains are a handful of sessions long.
 _MAX_HOPS = 1000
 
@@ -108,296 +108,10 @@ _STATUS_HINT = (
     "fresh session that starts from your summary."
 )
 
-_EMPTY_SUMMARY = (
-    "A non-empty summary is required to start a new session. Call new_session again with a "
-    "summary of the task, what has been accomplished and what remains to be done."
-)
-
 _NOT_OFFERED = (
     "new_session is not available: this conversation's context is compacted automatically. "
     "Carry on with the task."
 )
-
-
-@dataclass(frozen=True)
-class ContextStatus:
-    """How full the context is, for the messages about to be sent.
-
-    Attributes:
-        used_tokens: Tokens of the messages (plus any ``extra_tokens`` given).
-        context_window: The model's context window in tokens.
-        remaining_tokens: ``context_window - used_tokens``, never below 0.
-        used_pct: Whole percent of the window used (rounded down, at most 100).
-    """
-
-    used_tokens: int
-    context_window: int
-    remaining_tokens: int
-    used_pct: int
-
-    @classmethod
-    def measure(cls, used_tokens: int, context_window: int) -> ContextStatus:
-        """Build the status of ``used_tokens`` out of ``context_window``."""
-        return cls(
-            used_tokens=used_tokens,
-            context_window=context_window,
-            remaining_tokens=max(context_window - used_tokens, 0),
-            used_pct=min(used_tokens * 100 // context_window, 100),
-        )
-
-    def tag(self) -> str:
-        """The ``<context_status>`` element: a compact JSON object in the tag.
-
-        Example: ``<context_status>{"used_pct":42,"used_tokens":4200,
-        "remaining_tokens":5800,"context_window":10000}</context_status>``.
-        """
-        data = {
-            "used_pct": self.used_pct,
-            "used_tokens": self.used_tokens,
-            "remaining_tokens": self.remaining_tokens,
-            "context_window": self.context_window,
-        }
-        return f"<context_status>{json.dumps(data, separators=(',', ':'))}</context_status>"
-
-
-def _check_call_id(name: str, value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise InvalidInput(f"{name} must be a non-empty string, got {value!r:.80}")
-    return value
-
-
-def _openai_result(content: str, call_id: str | None) -> dict[str, Any]:
-    if call_id is None:
-        raise InvalidInput("tool_call_id is needed: pass the id of the model's tool call")
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
-
-
-def _anthropic_result(content: str, call_id: str | None, *, is_error: bool) -> dict[str, Any]:
-    if call_id is None:
-        raise InvalidInput("tool_use_id is needed: pass the id of the model's tool_use block")
-    return {"type": "tool_result", "tool_use_id": call_id, "is_error": is_error, "content": content}
-
-
-@dataclass(frozen=True)
-class ToolError:
-    """The model's ``new_session`` call was refused; send the error back so it can retry.
-
-    Nothing was written to the store.
-
-    Attributes:
-        message: What was wrong and how to call the tool instead.
-        tool_call_id: The id of the refused call, when it was given to the handler.
-    """
-
-    message: str
-    tool_call_id: str | None = None
-
-    def openai_result(self, tool_call_id: str | None = None) -> dict[str, Any]:
-        """The tool message for the Chat Completions API.
-
-        Args:
-            tool_call_id: The call's id; defaults to the one given to the handler.
-
-        Returns:
-            ``{"role": "tool", "tool_call_id": ..., "content": ...}``.
-
-        Raises:
-            InvalidInput: No call id was given, here or to the handler.
-        """
-        call_id = _check_call_id("tool_call_id", tool_call_id) or self.tool_call_id
-        return _openai_result(self.message, call_id)
-
-    def anthropic_result(self, tool_use_id: str | None = None) -> dict[str, Any]:
-        """The ``tool_result`` content block for the Anthropic Messages API.
-
-        Put it in the content of the next user message.
-
-        Args:
-            tool_use_id: The ``tool_use`` block's id; defaults to the one given to the handler.
-
-        Returns:
-            ``{"type": "tool_result", "tool_use_id": ..., "is_error": True, "content": ...}``.
-
-        Raises:
-            InvalidInput: No call id was given, here or to the handler.
-        """
-        call_id = _check_call_id("tool_use_id", tool_use_id) or self.tool_call_id
-        return _anthropic_result(self.message, call_id, is_error=True)
-
-
-@dataclass(frozen=True)
-class NewSession:
-    """A session started by the model's ``new_session`` call.
-
-    Attributes:
-        thread_id: The new session's thread id: send its messages under this id from now on.
-        previous_thread_id: The thread the model called ``new_session`` from.
-        summary: The summary the model wrote (surrounding whitespace removed).
-        first_message: The new session's first message, which carries the summary.
-        created_at: Unix time the session was started.
-        tool_call_id: The id of the call that started it, when given to the handler.
-    """
-
-    thread_id: str
-    previous_thread_id: str | int
-    summary: str
-    first_message: dict[str, Any]
-    created_at: float
-    tool_call_id: str | None = None
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The new session's history so far: a copy of ``[first_message]``."""
-        return [copy.deepcopy(self.first_message)]
-
-    @property
-    def result_text(self) -> str:
-        """The text of the success result, for the old thread's transcript."""
-        return f"Started new session {self.thread_id}; it begins with the summary."
-
-    def openai_result(self, tool_call_id: str | None = None) -> dict[str, Any]:
-        """The tool message answering the call in the old thread (Chat Completions API).
-
-        Needed only if the old thread's transcript is kept or shown: every tool call must be
-        answered before that history is valid again.
-
-        Raises:
-            InvalidInput: No call id was given, here or to the handler.
-        """
-        call_id = _check_call_id("tool_call_id", tool_call_id) or self.tool_call_id
-        return _openai_result(self.result_text, call_id)
-
-    def anthropic_result(self, tool_use_id: str | None = None) -> dict[str, Any]:
-        """The ``tool_result`` block answering the call in the old thread (Messages API).
-
-        Raises:
-            InvalidInput: No call id was given, here or to the handler.
-        """
-        call_id = _check_call_id("tool_use_id", tool_use_id) or self.tool_call_id
-        return _anthropic_result(self.result_text, call_id, is_error=False)
-
-    def to_json(self) -> str:
-        """Serialize the session record (what is stored under ``<prefix>session``)."""
-        data = {
-            "format": _SESSION_FORMAT,
-            "v": _RECORD_VERSION,
-            "thread": encode_thread_id(self.thread_id),
-            "thread_id": self.thread_id,
-            "previous_thread_id": self.previous_thread_id,
-            "summary": self.summary,
-            "first_message": self.first_message,
-            "created_at": self.created_at,
-            "tool_call_id": self.tool_call_id,
-        }
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-    @classmethod
-    def parse(cls, raw: object, *, thread: str) -> NewSession | None:
-        """Rebuild a stored record; ``None`` (logged) if it is unusable or not ``thread``'s."""
-        if raw is None:
-            return None
-        session = cls._from_json(raw, thread)
-        if session is None:
-            logger.warning("ignoring unusable session record for thread %s", thread)
-        return session
-
-    @classmethod
-    def _from_json(cls, raw: object, thread: str) -> NewSession | None:
-        data = load_stored(raw)
-        if not isinstance(data, dict) or data.get("format") != _SESSION_FORMAT:
-            return None
-        if data.get("v") != _RECORD_VERSION or data.get("thread") != thread:
-            return None
-        thread_id = data.get("thread_id")
-        previous = data.get("previous_thread_id")
-        summary = data.get("summary")
-        first = data.get("first_message")
-        created = data.get("created_at")
-        call_id = data.get("tool_call_id")
-        if not isinstance(thread_id, str) or not isinstance(summary, str):
-            return None
-        if isinstance(previous, bool) or not isinstance(previous, (str, int)):
-            return None
-        if not isinstance(first, dict) or isinstance(created, bool):
-            return None
-        if not isinstance(created, (int, float)):
-            return None
-        if call_id is not None and not isinstance(call_id, str):
-            return None
-        return cls(thread_id, previous, summary, first, float(created), call_id)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-@dataclass(frozen=True)
-class _Link:
-    next_thread_id: str
-    tool_call_id: str | None
-    created_at: float = field(default_factory=time.time)
-
-    def to_json(self, thread: str) -> str:
-        data = {
-            "format": _LINK_FORMAT,
-            "v": _RECORD_VERSION,
-            "thread": thread,
-            "next_thread_id": self.next_thread_id,
-            "tool_call_id": self.tool_call_id,
-            "created_at": self.created_at,
-        }
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-    @classmethod
-    def parse(cls, raw: object, *, thread: str) -> _Link | None:
-        if raw is None:
-            return None
-        data = load_stored(raw)
-        if (
-            isinstance(data, dict)
-            and data.get("format") == _LINK_FORMAT
-            and data.get("v") == _RECORD_VERSION
-            and data.get("thread") == thread
-            and isinstance(data.get("next_thread_id"), str)
-            and (data.get("tool_call_id") is None or isinstance(data.get("tool_call_id"), str))
-            and _is_number(data.get("created_at"))
-        ):
-            return cls(data["next_thread_id"], data["tool_call_id"], float(data["created_at"]))
-        logger.warning("ignoring unusable session link for thread %s", thread)
-        return None
-
-
-def _parse_summary(arguments: object) -> str | ToolError:
-    """The summary in the model's arguments, or the error to send back."""
-    if isinstance(arguments, (bytes, bytearray)):
-        try:
-            arguments = arguments.decode("utf-8")
-        except UnicodeDecodeError:
-            return ToolError('new_session arguments must be a JSON object like {"summary": "..."}')
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except (ValueError, RecursionError) as exc:
-            return ToolError(
-                f"new_session arguments are not valid JSON ({exc}). Call it again with a JSON "
-                'object like {"summary": "..."}.'
-            )
-    if not isinstance(arguments, Mapping):
-        return ToolError(
-            'new_session arguments must be a JSON object like {"summary": "..."}, got '
-            f"{type(arguments).__name__}."
-        )
-    summary = arguments.get("summary")
-    if summary is None or (isinstance(summary, str) and not summary.strip()):
-        return ToolError(_EMPTY_SUMMARY)
-    if not isinstance(summary, str):
-        return ToolError(
-            f"new_session's summary must be a string, got {type(summary).__name__}. Call it "
-            "again with the summary as text."
-        )
-    return summary.strip()
 
 
 def _derived_thread_id(previous: str | int, tool_call_id: str) -> str:
@@ -668,8 +382,8 @@ class Compaction:
         and in auto mode, where the tool is not offered.
 
         Otherwise the new session's record (its summary and first message) is written under
-        the new thread, ``ThreadKeys(new_thread_id).prefix + "session"``, and then the link
-        ``ThreadKeys(thread_id).prefix + "next"``, the commit point. The new thread id is
+        the new thread, ``ThreadKeys(new_thread_id).session``, and then the link
+        ``ThreadKeys(thread_id).link``, the commit point. The new thread id is
         ``new_thread_id`` if given; else, with a ``tool_call_id``, derived from the old thread
         id and the call id (``session-`` and 32 hex digits), so handling the same call again
         (a retried request, another server) returns the same session without writing it again;
@@ -695,17 +409,12 @@ class Compaction:
                 written before it is removed again.
         """
         old_keys = ThreadKeys(thread_id, self._namespace)
-        call_id = _check_call_id("tool_call_id", tool_call_id)
+        call_id = check_call_id("tool_call_id", tool_call_id)
         if new_thread_id is not None:
-            if not isinstance(new_thread_id, str):
-                raise InvalidInput(
-                    f"new_thread_id must be a string, got {type(new_thread_id).__name__}"
-                )
-            if ThreadKeys(new_thread_id, self._namespace).encoded == old_keys.encoded:
-                raise InvalidInput("new_thread_id must differ from thread_id")
+            self._check_new_thread_id(old_keys, new_thread_id)
         if self._mode != "llm":
             return ToolError(_NOT_OFFERED, call_id)
-        summary = _parse_summary(arguments)
+        summary = parse_summary(arguments)
         if isinstance(summary, ToolError):
             return ToolError(summary.message, call_id)
 
@@ -715,25 +424,43 @@ class Compaction:
             else:
                 new_thread_id = f"session-{uuid.uuid4().hex}"
         new_keys = ThreadKeys(new_thread_id, self._namespace)
-        session_key = new_keys.prefix + SESSION_SUFFIX
-        link_key = old_keys.prefix + LINK_SUFFIX
         if call_id is not None:
-            existing = NewSession.parse(await self._io.get(session_key), thread=new_keys.encoded)
+            existing = NewSession.parse(
+                await self._io.get(new_keys.session), thread=new_keys.encoded
+            )
             if existing is not None and existing.tool_call_id == call_id:
-                await self._relink(link_key, old_keys.encoded, existing)
+                await self._relink(old_keys.link, old_keys.encoded, existing)
                 return existing
-
-        text = self._session_template.format(summary=summary)
         session = NewSession(
             thread_id=new_thread_id,
             previous_thread_id=thread_id,
             summary=summary,
-            first_message={"role": self._session_role, "content": text},
+            first_message={
+                "role": self._session_role,
+                "content": self._session_template.format(summary=summary),
+            },
             created_at=time.time(),
             tool_call_id=call_id,
         )
+        return await self._start(session, new_keys, old_keys)
+
+    def _check_new_thread_id(self, old_keys: ThreadKeys, new_thread_id: object) -> None:
+        """Refuse a chosen new thread id that is no string, or is the old thread's."""
+        if not isinstance(new_thread_id, str):
+            raise InvalidInput(
+                f"new_thread_id must be a string, got {type(new_thread_id).__name__}"
+            )
+        if ThreadKeys(new_thread_id, self._namespace).encoded == old_keys.encoded:
+            raise InvalidInput("new_thread_id must differ from thread_id")
+
+    async def _start(
+        self, session: NewSession, new_keys: ThreadKeys, old_keys: ThreadKeys
+    ) -> NewSession:
+        """Write the session's record, then the link to it (the commit point)."""
+        session_key, link_key = new_keys.session, old_keys.link
+        call_id, new_thread_id = session.tool_call_id, session.thread_id
         await self._io.set(session_key, session.to_json())
-        link = _Link(new_thread_id, call_id, session.created_at)
+        link = SessionLink(new_thread_id, call_id, session.created_at)
         try:
             await self._io.set(link_key, link.to_json(old_keys.encoded))
         except StoreError:
@@ -746,8 +473,8 @@ class Compaction:
 
         A link to a newer session is left alone: the old thread has moved on since.
         """
-        if _Link.parse(await self._io.get(link_key), thread=thread) is None:
-            link = _Link(session.thread_id, session.tool_call_id, session.created_at)
+        if SessionLink.parse(await self._io.get(link_key), thread=thread) is None:
+            link = SessionLink(session.thread_id, session.tool_call_id, session.created_at)
             await self._io.set(link_key, link.to_json(thread))
 
     async def _forget(self, key: str) -> None:
@@ -777,7 +504,7 @@ class Compaction:
         keys = ThreadKeys(current, self._namespace)
         seen = {keys.encoded}
         for _ in range(_MAX_HOPS):
-            link = _Link.parse(await self._io.get(keys.prefix + LINK_SUFFIX), thread=keys.encoded)
+            link = SessionLink.parse(await self._io.get(keys.link), thread=keys.encoded)
             if link is None:
                 return current
             try:
@@ -803,6 +530,4 @@ class Compaction:
             StoreError: The store failed.
         """
         keys = ThreadKeys(thread_id, self._namespace)
-        return NewSession.parse(
-            await self._io.get(keys.prefix + SESSION_SUFFIX), thread=keys.encoded
-        )
+        return NewSession.parse(await self._io.get(keys.session), thread=keys.encoded)

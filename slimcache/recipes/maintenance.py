@@ -13,14 +13,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.core.entries import SummaryEntry, ThreadIndex
+from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.core.keys import ThreadKeys
 from slimcache.core.plan import History
+from slimcache.core.results import Stats
 from slimcache.core.settings import fingerprints_by_id
+from slimcache.core.thread_cache import StoreIO
 from slimcache.messages.checks import Message, check_messages
-from slimcache.recipes.cached_summarizer import WrapHistory, WrapKeys
 from slimcache.recipes.window_memory import ConversationWindowMemory
-from slimcache.stores.protocol import Store, SupportsGetMany
+from slimcache.recipes.wrap_history import WrapHistory
+from slimcache.stores.protocol import Store
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
 
 __all__ = ["RangeInfo", "clear_thread", "thread_ranges"]
 
@@ -71,12 +74,14 @@ class RangeInfo:
         return max(0.0, (time.time() if now is None else now) - self.created_at)
 
 
-async def _read_many(store: Store, keys: list[str]) -> list[str | None]:
-    if not keys:
-        return []
-    if isinstance(store, SupportsGetMany):
-        return list(await store.get_many(keys))
-    return [await store.get(key) for key in keys]
+def _store_io(store: Store, store_timeout: float | None) -> StoreIO:
+    """Calls to ``store`` as the compressor makes them: bounded, counted, errors translated."""
+    if not isinstance(store, Store):
+        raise ConfigurationError(
+            f"store must have async get, set and delete methods, got {type(store).__name__}"
+        )
+    timeout = check_seconds("store_timeout", store_timeout, allow_none=True)
+    return StoreIO(store, Stats(), timeout=timeout, ttl=None)
 
 
 async def thread_ranges(
@@ -87,6 +92,7 @@ async def thread_ranges(
     messages: Sequence[Message] | None = None,
     fingerprint: Literal["content", "id"] = "content",
     source: Literal["compressor", "wrapped"] = "compressor",
+    store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
 ) -> list[RangeInfo]:
     """List the cached ranges of a thread, oldest first.
 
@@ -102,16 +108,19 @@ async def thread_ranges(
             :class:`~slimcache.SummarizeCompressor` (and of everything built on it), or
             ``"wrapped"``, those of a :func:`~slimcache.cached_summarizer` function, whose
             ranges start at the first message and are checked by content.
+        store_timeout: Seconds one store call may take before it fails with
+            :class:`StoreTimeout` (``None``: no bound beyond the store's own).
 
     Returns:
         One :class:`RangeInfo` per range in the thread's index; empty when the thread has
         no (usable) index.
 
     Raises:
-        ConfigurationError: ``fingerprint`` or ``source`` is not one of the values above, or
-            ``fingerprint="id"`` is given with ``source="wrapped"``.
+        ConfigurationError: ``fingerprint`` or ``source`` is not one of the values above,
+            ``fingerprint="id"`` is given with ``source="wrapped"``, or the store or
+            ``store_timeout`` is invalid.
         InvalidInput: The thread id or a message is malformed.
-        StoreError: The store failed.
+        StoreError: The store failed (:class:`StoreTimeout`: a call ran out of time).
     """
     by_id = fingerprints_by_id(fingerprint)
     if source not in ("compressor", "wrapped"):
@@ -120,48 +129,64 @@ async def thread_ranges(
         raise ConfigurationError(
             "cached_summarizer checks messages by content: fingerprint='id' does not apply"
         )
+    io = _store_io(store, store_timeout)
     keys = ThreadKeys(thread_id, namespace)
     index_key, range_key = keys.index, keys.summary
     matches: Callable[[int, int, str], bool] | None = None
     if source == "wrapped":
-        wrapped = WrapKeys(thread_id, namespace)
-        index_key, range_key = wrapped.index, wrapped.summary
+        index_key, range_key = keys.wrapped.index, keys.wrapped.summary
         if messages is not None:
             matches = WrapHistory(check_messages(messages)).matches
     elif messages is not None:
         matches = History(check_messages(messages), by_id=by_id).matches
-    index = ThreadIndex.parse(await store.get(index_key), thread=keys.encoded)
+    index = ThreadIndex.parse(await io.get(index_key), thread=keys.encoded)
     if index is None:
         return []
     range_keys = [range_key(r.start, r.end) for r in index.ranges]
-    raws = await _read_many(store, range_keys)
-    head = index.head
-    infos: list[RangeInfo] = []
-    for ref, key, raw in zip(index.ranges, range_keys, raws, strict=True):
-        entry = SummaryEntry.parse(raw, thread=keys.encoded, start=ref.start, end=ref.end)
-        is_head = (head.start, head.end, head.fingerprint) == (ref.start, ref.end, ref.fingerprint)
-        known = entry if entry is not None else (head if is_head else None)
-        infos.append(
-            RangeInfo(
-                start=ref.start,
-                end=ref.end,
-                key=key,
-                stored=raw is not None,
-                head=is_head,
-                fingerprint=ref.fingerprint,
-                summary=known.summary if known else None,
-                summary_tokens=known.summary_tokens if known else None,
-                covered_tokens=known.covered_tokens if known else None,
-                created_at=known.created_at if known else None,
-                summarizer=known.summarizer if known else None,
-                strategy=known.strategy if known else None,
-                valid=None if matches is None else matches(ref.start, ref.end, ref.fingerprint),
-            )
-        )
+    raws = await io.get_many(range_keys) if range_keys else []
+    infos = [
+        _range_info(ref, key, raw, index.head, keys.encoded, matches)
+        for ref, key, raw in zip(index.ranges, range_keys, raws, strict=True)
+    ]
     return sorted(infos, key=lambda info: (info.end, info.start))
 
 
-async def clear_thread(store: Store, thread_id: str | int, *, namespace: str = "") -> int:
+def _range_info(
+    ref: RangeRef,
+    key: str,
+    raw: str | None,
+    head: SummaryEntry,
+    thread: str,
+    matches: Callable[[int, int, str], bool] | None,
+) -> RangeInfo:
+    """One range of an index, with what its entry (or else the index's head) says of it."""
+    entry = SummaryEntry.parse(raw, thread=thread, start=ref.start, end=ref.end)
+    is_head = (head.start, head.end, head.fingerprint) == (ref.start, ref.end, ref.fingerprint)
+    known = entry if entry is not None else (head if is_head else None)
+    return RangeInfo(
+        start=ref.start,
+        end=ref.end,
+        key=key,
+        stored=raw is not None,
+        head=is_head,
+        fingerprint=ref.fingerprint,
+        summary=known.summary if known else None,
+        summary_tokens=known.summary_tokens if known else None,
+        covered_tokens=known.covered_tokens if known else None,
+        created_at=known.created_at if known else None,
+        summarizer=known.summarizer if known else None,
+        strategy=known.strategy if known else None,
+        valid=None if matches is None else matches(ref.start, ref.end, ref.fingerprint),
+    )
+
+
+async def clear_thread(
+    store: Store,
+    thread_id: str | int,
+    *,
+    namespace: str = "",
+    store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+) -> int:
     """Delete everything slimcache keeps for a thread.
 
     That is the compressor's index and every range it lists (ranges first and the index last,
@@ -173,29 +198,34 @@ async def clear_thread(store: Store, thread_id: str | int, *, namespace: str = "
         store: The store the compressor writes to.
         thread_id: The thread.
         namespace: The compressor's key namespace.
+        store_timeout: Seconds one store call may take before it fails with
+            :class:`StoreTimeout` (``None``: no bound beyond the store's own).
 
     Returns:
         How many of the compressor's keys were deleted: the index plus its ranges (0 when
         there is no index).
 
     Raises:
+        ConfigurationError: The store or ``store_timeout`` is invalid.
         InvalidInput: The thread id is malformed.
-        StoreError: The store failed.
+        StoreError: The store failed (:class:`StoreTimeout`: a call ran out of time).
     """
+    io = _store_io(store, store_timeout)
     keys = ThreadKeys(thread_id, namespace)
-    deleted = await _clear_ranges(store, keys, keys.index, keys.summary)
-    wrapped = WrapKeys(thread_id, namespace)
-    await _clear_ranges(store, keys, wrapped.index, wrapped.summary)
-    for suffix in ("lease", "session", "next"):
-        await store.delete(keys.prefix + suffix)
-    await ConversationWindowMemory(store, 1, namespace=namespace).clear(thread_id)
+    deleted = await _clear_ranges(io, keys, keys.index, keys.summary)
+    wrapped = keys.wrapped
+    await _clear_ranges(io, keys, wrapped.index, wrapped.summary)
+    for key in (keys.lease, keys.session, keys.link):
+        await io.delete(key)
+    memory = ConversationWindowMemory(store, 1, namespace=namespace, store_timeout=io.timeout)
+    await memory.clear(thread_id)
     return deleted
 
 
 async def _clear_ranges(
-    store: Store, keys: ThreadKeys, index_key: str, range_key: Callable[[int, int], str]
+    io: StoreIO, keys: ThreadKeys, index_key: str, range_key: Callable[[int, int], str]
 ) -> int:
-    raw = await store.get(index_key)
+    raw = await io.get(index_key)
     if raw is None:
         return 0
     index = ThreadIndex.parse(raw, thread=keys.encoded)
@@ -204,6 +234,6 @@ async def _clear_ranges(
         targets.update(range_key(r.start, r.end) for r in index.ranges)
         targets.add(range_key(index.head.start, index.head.end))
     for key in sorted(targets):
-        await store.delete(key)
-    await store.delete(index_key)
+        await io.delete(key)
+    await io.delete(index_key)
     return len(targets) + 1

@@ -3,8 +3,8 @@
 :class:`SlidingWindow` stores every pushed message with a :class:`ConversationWindowMemory`
 and keeps its running summary as the cached range summary of a :class:`SummarizeCompressor`
 working on the same store with ``thread_id`` set to the window's id. Both live in the store
-under the id's keys (``thread_<id>:messages...``, ``thread_<id>:index``,
-``thread_<id>:summary:<start>-<end>``), so any number of instances with the same id and store,
+under the id's keys (:class:`~slimcache.ThreadKeys`: the history's head and chunks, the index
+and the range summaries), so any number of instances with the same id and store,
 in one process or many, and across restarts, see one history and one summary.
 """
 
@@ -40,11 +40,8 @@ from slimcache.messages.checks import (
     count_message_tokens,
 )
 from slimcache.recipes.maintenance import clear_thread
-from slimcache.recipes.window_memory import (
-    DEFAULT_CHUNK_SIZE,
-    ConversationWindowMemory,
-    HistoryHead,
-)
+from slimcache.recipes.window_history import DEFAULT_CHUNK_SIZE, HistoryHead, WindowHistory
+from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.stores.protocol import MemoryStore, Store, positive_int
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
@@ -118,11 +115,11 @@ class _Turns:
 _TURNS: weakref.WeakValueDictionary[tuple[int, str], _Turns] = weakref.WeakValueDictionary()
 
 
-def _turns_for(store: Store, prefix: str) -> _Turns:
-    turns = _TURNS.get((id(store), prefix))
+def _turns_for(store: Store, name: str) -> _Turns:
+    turns = _TURNS.get((id(store), name))
     if turns is None:
         turns = _Turns()
-        _TURNS[(id(store), prefix)] = turns
+        _TURNS[(id(store), name)] = turns
     return turns
 
 
@@ -261,7 +258,7 @@ class SlidingWindow:
             store_timeout=store_timeout,
         )
         self._store = resolved
-        self._turns = _turns_for(resolved, self._keys.prefix)
+        self._turns = _turns_for(resolved, self._keys.turns)
         self._mirror: _Mirror | None = None
         self._evictions = 0
         self._stats = WindowStats()
@@ -320,13 +317,13 @@ class SlidingWindow:
             SummarizerError: The summarizer failed (the messages are kept).
             StoreError: The store failed.
         """
-        head = await self._memory._append(self._id, messages)
+        head = await self._history_store.append_messages(self._id, messages)
         if head is None:
             return
         async with self._turns.lock:
             if head.epoch == self._turns.epoch and head.count < self._turns.count:
                 # Another task here has compacted a longer history since this append.
-                head = await self._memory._read_head(self._keys)
+                head = await self._history_store.read_head(self._id)
             await self._compact(await self._history(head))
 
     async def get_messages(self) -> list[dict[str, Any]]:
@@ -343,7 +340,7 @@ class SlidingWindow:
             StoreError: The store failed.
         """
         async with self._turns.lock:
-            head = await self._memory._read_head(self._keys)
+            head = await self._history_store.read_head(self._id)
             result = await self._compact(await self._history(head))
         return copy.deepcopy(result.messages)
 
@@ -359,7 +356,12 @@ class SlidingWindow:
         """
         await self._memory.clear(self._id)
         try:
-            await clear_thread(self._store, self._id, namespace=self._namespace)
+            await clear_thread(
+                self._store,
+                self._id,
+                namespace=self._namespace,
+                store_timeout=self._history_store.store_timeout,
+            )
         except SlimcacheError:
             raise
         except Exception as exc:
@@ -370,6 +372,11 @@ class SlidingWindow:
         self._stats = WindowStats(evictions=self._evictions)
 
     # ------------------------------------------------------------------ internals
+
+    @property
+    def _history_store(self) -> WindowHistory:
+        # The memory as this class uses it: its public methods and WindowHistory, no more.
+        return self._memory
 
     async def _history(self, head: HistoryHead | None) -> list[dict[str, Any]]:
         """The whole history, reading only the messages this instance has not seen yet."""
@@ -382,7 +389,7 @@ class SlidingWindow:
         if mirror is not None and mirror.epoch == head.epoch and len(mirror.messages) <= head.count:
             known = mirror.messages
         if len(known) < head.count:
-            newer = await self._memory._read_span(self._keys, head, len(known), strict=True)
+            newer = await self._history_store.read_messages(self._id, head, len(known))
             history = known + newer
         else:
             history = known

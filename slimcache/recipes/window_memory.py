@@ -4,13 +4,13 @@
 :class:`TokenWindowMemory` as many of the most recent messages as fit in a token budget. Both
 keep the whole history, so the window is applied when loading, never when writing.
 
-Layout of one session's history, under the session's key prefix
-``ThreadKeys(session, namespace).prefix`` (``thread_<encoded id>:``)::
+Layout of one session's history, under the session's keys ``ThreadKeys(session, namespace)``
+(see :mod:`slimcache.core.keys`)::
 
-    <prefix>messages                  the head: message count, a random epoch, the chunk
+    history_head                      the head: message count, a random epoch, the chunk
                                       size, the tool calls still unanswered, and the messages
                                       after the last full chunk (the tail)
-    <prefix>messages:<epoch>:<n>      chunk n: messages n*size .. n*size+size-1, written once
+    history_chunk(epoch, n)           chunk n: messages n*size .. n*size+size-1, written once
 
 An append reads the head and writes it back with the new messages added to its tail. Once the
 tail holds a full chunk, that chunk is written to its own key and dropped from the head, so an
@@ -38,17 +38,13 @@ loading returns the messages after it, and a warning is logged.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
-import secrets
 import weakref
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypeGuard
+from collections.abc import Sequence
+from typing import Any
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
-from slimcache.core.entries import load_stored
 from slimcache.core.keys import ThreadKeys, normalize_namespace
 from slimcache.core.results import Stats
 from slimcache.core.thread_cache import StoreIO
@@ -58,6 +54,15 @@ from slimcache.messages.checks import (
     approx_tokens,
     check_messages,
     count_message_tokens,
+)
+from slimcache.recipes.window_history import (
+    DEFAULT_CHUNK_SIZE,
+    Batch,
+    HistoryHead,
+    check_answers,
+    check_batch,
+    drop_orphans,
+    parse_chunk,
 )
 from slimcache.stores.protocol import Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
@@ -71,18 +76,10 @@ __all__ = [
 
 logger = logging.getLogger("slimcache")
 
-DEFAULT_CHUNK_SIZE = 32
-"""Messages per stored chunk: the head holds fewer than this many between chunk writes."""
-
-_HEAD_FORMAT = "slimcache.history"
-_CHUNK_FORMAT = "slimcache.history.chunk"
-_VERSION = 1
 # Appends retried this often against concurrent writers before giving up. Every failed
 # compare-and-set means another append succeeded, so only a session under a storm of
 # concurrent appends gets anywhere near it.
 _MAX_ATTEMPTS = 1000
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 # One lock per (store, head key) for stores without compare_and_set. Weak values: a lock
 # nobody holds or waits for is dropped, so sessions do not accumulate.
@@ -95,223 +92,6 @@ def _session_lock(store: Store, key: str) -> asyncio.Lock:
         lock = asyncio.Lock()
         _LOCKS[(id(store), key)] = lock
     return lock
-
-
-@dataclass(frozen=True)
-class HistoryHead:
-    """The head entry of one session's history, as read or written.
-
-    Attributes:
-        epoch: Random id of this incarnation of the history (new after a clear).
-        chunk: Messages per chunk.
-        count: Messages in the history.
-        base: Messages stored in chunks (a multiple of ``chunk``); the rest are in ``tail``.
-        open_calls: Tool call ids of the last assistant message that no tool result has
-            answered yet (what a following tool result may answer).
-        tail: Messages ``base .. count - 1``.
-    """
-
-    epoch: str
-    chunk: int
-    count: int
-    base: int
-    open_calls: tuple[str, ...]
-    tail: tuple[dict[str, Any], ...]
-
-    @classmethod
-    def new(cls, chunk: int) -> HistoryHead:
-        """The head of an empty history with a fresh epoch."""
-        return cls(secrets.token_hex(8), chunk, 0, 0, (), ())
-
-    def to_json(self) -> str:
-        """Serialize the head."""
-        return _ENCODER.encode(
-            {
-                "format": _HEAD_FORMAT,
-                "v": _VERSION,
-                "epoch": self.epoch,
-                "chunk": self.chunk,
-                "count": self.count,
-                "base": self.base,
-                "open": list(self.open_calls),
-                "tail": list(self.tail),
-            }
-        )
-
-    @classmethod
-    def parse(cls, raw: str) -> HistoryHead | None:
-        """Rebuild a head, or return ``None`` if ``raw`` is not one slimcache wrote."""
-        data = load_stored(raw)
-        if not isinstance(data, dict):
-            return None
-        if data.get("format") != _HEAD_FORMAT or data.get("v") != _VERSION:
-            return None
-        epoch, chunk, count, base = (data.get(k) for k in ("epoch", "chunk", "count", "base"))
-        open_calls, tail = data.get("open"), data.get("tail")
-        if not (isinstance(epoch, str) and epoch and epoch.isalnum()):
-            return None
-        if not (_is_int(chunk) and _is_int(count) and _is_int(base)):
-            return None
-        if chunk < 1 or base < 0 or base % chunk or count < base:
-            return None
-        if not isinstance(open_calls, list) or not all(isinstance(c, str) for c in open_calls):
-            return None
-        if not _messages_list(tail) or len(tail) != count - base:
-            return None
-        return cls(epoch, chunk, count, base, tuple(open_calls), tuple(tail))
-
-    @property
-    def full_chunks(self) -> int:
-        """How many full chunks the tail holds (written to their own keys by the next writer)."""
-        return len(self.tail) // self.chunk
-
-    def chunk_value(self, position: int) -> tuple[int, str]:
-        """The number and serialized value of the tail's ``position``-th full chunk."""
-        number = self.base // self.chunk + position
-        start = position * self.chunk
-        messages = list(self.tail[start : start + self.chunk])
-        value = _ENCODER.encode(
-            {
-                "format": _CHUNK_FORMAT,
-                "v": _VERSION,
-                "epoch": self.epoch,
-                "n": number,
-                "messages": messages,
-            }
-        )
-        return number, value
-
-    def sealed(self) -> HistoryHead:
-        """This head once its full chunks are stored under their own keys."""
-        moved = self.full_chunks * self.chunk
-        return replace(self, base=self.base + moved, tail=self.tail[moved:])
-
-    def extended(self, batch: _Batch) -> HistoryHead:
-        """This head with ``batch`` appended."""
-        if batch.open_after is None:
-            answered = {call_id for _, call_id in batch.answers}
-            open_calls = tuple(c for c in self.open_calls if c not in answered)
-        else:
-            open_calls = batch.open_after
-        return replace(
-            self,
-            count=self.count + len(batch.messages),
-            open_calls=open_calls,
-            tail=self.tail + tuple(batch.messages),
-        )
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _messages_list(value: object) -> TypeGuard[list[dict[str, Any]]]:
-    return isinstance(value, list) and all(isinstance(m, dict) for m in value)
-
-
-def _parse_chunk(raw: str, *, epoch: str, number: int, size: int) -> list[dict[str, Any]] | None:
-    data = load_stored(raw)
-    if not isinstance(data, dict):
-        return None
-    if data.get("format") != _CHUNK_FORMAT or data.get("v") != _VERSION:
-        return None
-    if data.get("epoch") != epoch or data.get("n") != number:
-        return None
-    messages = data.get("messages")
-    if not _messages_list(messages) or len(messages) != size:
-        return None
-    result: list[dict[str, Any]] = messages
-    return result
-
-
-@dataclass(frozen=True)
-class _Batch:
-    """Messages checked and ready to append.
-
-    Attributes:
-        messages: The messages as they will be stored (a JSON round trip of what was given).
-        answers: ``(index, tool_call_id)`` of the tool results the batch starts with: they
-            answer tool calls already in the history.
-        open_after: The tool calls left unanswered after the batch, or ``None`` when the batch
-            holds only tool results (the history's open calls, minus those answered).
-    """
-
-    messages: list[dict[str, Any]]
-    answers: tuple[tuple[int, str], ...]
-    open_after: tuple[str, ...] | None
-
-
-def _check_batch(messages: Sequence[Message]) -> _Batch:
-    """Validate messages to append, before anything is written.
-
-    A batch may start with tool results answering the history's last tool calls; whether they
-    really do is checked against the stored head (:func:`_check_answers`).
-
-    Raises:
-        InvalidInput: Naming the message index and the rule.
-    """
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise InvalidInput(f"messages must be a list of dicts, got {type(messages).__name__}")
-    leading: list[Mapping[str, Any]] = []
-    for message in messages:
-        if not (isinstance(message, Mapping) and message.get("role") == "tool"):
-            break
-        leading.append(message)
-    ids: list[str] = []
-    for message in leading:
-        call_id = message.get("tool_call_id")
-        if isinstance(call_id, str) and call_id and call_id not in ids:
-            ids.append(call_id)
-    if ids:
-        # Stand in for the assistant message in the history whose calls these results answer,
-        # so every other rule is checked as usual.
-        calls = [
-            {"id": i, "type": "function", "function": {"name": "call", "arguments": ""}}
-            for i in ids
-        ]
-        stand_in = {"role": "assistant", "content": None, "tool_calls": calls}
-        try:
-            check_messages([stand_in, *messages])
-        except InvalidInput as exc:
-            index = None if exc.index is None else exc.index - 1
-            raise InvalidInput(exc.rule, index=index) from None
-    else:
-        check_messages(messages)
-    stored: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
-        try:
-            stored.append(json.loads(_ENCODER.encode(dict(message))))
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise InvalidInput(
-                f"message must be JSON-serializable to be stored ({exc})", index=index
-            ) from None
-    answers = tuple((i, str(m["tool_call_id"])) for i, m in enumerate(stored[: len(leading)]))
-    last = max((i for i, m in enumerate(stored) if m["role"] != "tool"), default=None)
-    open_after: tuple[str, ...] | None = None
-    if last is not None:
-        answered = {m["tool_call_id"] for m in stored[last + 1 :]}
-        calls_made = stored[last].get("tool_calls") or []
-        open_after = tuple(c["id"] for c in calls_made if c["id"] not in answered)
-    return _Batch(stored, answers, open_after)
-
-
-def _check_answers(batch: _Batch, open_calls: tuple[str, ...]) -> None:
-    for index, call_id in batch.answers:
-        if call_id not in open_calls:
-            waiting = ", ".join(repr(c) for c in open_calls) or "none"
-            raise InvalidInput(
-                f"tool result {call_id!r} answers no tool call of the assistant message directly "
-                f"before it in the history (unanswered calls: {waiting})",
-                index=index,
-            )
-
-
-def _drop_orphans(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop leading tool results: the tool calls they answer are not in the list."""
-    start = 0
-    while start < len(messages) and messages[start].get("role") == "tool":
-        start += 1
-    return messages[start:]
 
 
 async def _backoff(attempt: int) -> None:
@@ -349,6 +129,53 @@ class _MessageHistory:
         """The store the messages are kept in."""
         return self._store
 
+    # ------------------------------------------------------------------ WindowHistory
+    # What the sliding window asks of the memory (see window_history.WindowHistory).
+
+    @property
+    def store_timeout(self) -> float | None:
+        """Seconds one store call may take (``None``: no bound beyond the store's own)."""
+        return self._io.timeout
+
+    async def append_messages(
+        self, session: str | int, messages: Sequence[Message]
+    ) -> HistoryHead | None:
+        """Append ``messages`` (all or none); return the head as written (``None``: none).
+
+        Raises:
+            InvalidInput: A message or the session id breaks a rule (nothing is written).
+            StoreError: The store failed or holds a value slimcache did not write.
+        """
+        keys = ThreadKeys(session, self._namespace)
+        batch = check_batch(messages)
+        if not batch.messages:
+            return None
+        if self._io.compares:
+            return await self._append_batch(keys, batch)
+        async with _session_lock(self._store, keys.history_head):
+            return await self._append_batch(keys, batch)
+
+    async def read_head(self, session: str | int) -> HistoryHead | None:
+        """The session's head, or ``None`` when it has no history.
+
+        Raises:
+            InvalidInput: The session id is malformed.
+            StoreError: The store failed or holds a value slimcache did not write.
+        """
+        return await self._read_head(ThreadKeys(session, self._namespace))
+
+    async def read_messages(
+        self, session: str | int, head: HistoryHead, start: int
+    ) -> list[dict[str, Any]]:
+        """Messages ``start .. head.count - 1`` of the history ``head`` is the head of.
+
+        Raises:
+            InvalidInput: The session id is malformed.
+            StoreError: A chunk holding some of them is missing, or the store failed.
+        """
+        keys = ThreadKeys(session, self._namespace)
+        return await self._read_span(keys, head, start, strict=True)
+
     # ------------------------------------------------------------------ public API
 
     async def append(self, session: str | int, message: Message) -> None:
@@ -372,7 +199,7 @@ class _MessageHistory:
             InvalidInput: A message or the session id breaks a rule (nothing is written).
             StoreError: The store failed or holds a value slimcache did not write.
         """
-        await self._append(session, messages)
+        await self.append_messages(session, messages)
 
     async def load_all(self, session: str | int) -> list[dict[str, Any]]:
         """Return every message of the session, oldest first.
@@ -385,7 +212,7 @@ class _MessageHistory:
         head = await self._read_head(keys)
         if head is None:
             return []
-        return _drop_orphans(await self._read_span(keys, head, 0, strict=False))
+        return drop_orphans(await self._read_span(keys, head, 0, strict=False))
 
     async def count(self, session: str | int) -> int:
         """Return how many messages the session's history holds (one store read).
@@ -394,7 +221,7 @@ class _MessageHistory:
             InvalidInput: The session id is malformed.
             StoreError: The store failed or holds a value slimcache did not write.
         """
-        head = await self._read_head(ThreadKeys(session, self._namespace))
+        head = await self.read_head(session)
         return 0 if head is None else head.count
 
     async def clear(self, session: str | int) -> None:
@@ -407,7 +234,7 @@ class _MessageHistory:
             StoreError: The store failed.
         """
         keys = ThreadKeys(session, self._namespace)
-        key = self._head_key(keys)
+        key = keys.history_head
         if self._io.compares:
             await self._clear(keys, key)
         else:
@@ -415,14 +242,6 @@ class _MessageHistory:
                 await self._clear(keys, key)
 
     # ------------------------------------------------------------------ storage
-
-    @staticmethod
-    def _head_key(keys: ThreadKeys) -> str:
-        return f"{keys.prefix}messages"
-
-    @staticmethod
-    def _chunk_key(keys: ThreadKeys, epoch: str, number: int) -> str:
-        return f"{keys.prefix}messages:{epoch}:{number}"
 
     def _parse_head(self, raw: str | None, key: str) -> HistoryHead | None:
         if raw is None:
@@ -436,26 +255,15 @@ class _MessageHistory:
         return head
 
     async def _read_head(self, keys: ThreadKeys) -> HistoryHead | None:
-        key = self._head_key(keys)
+        key = keys.history_head
         return self._parse_head(await self._io.get(key), key)
 
-    async def _append(self, session: str | int, messages: Sequence[Message]) -> HistoryHead | None:
-        """Append ``messages``; return the head as written (``None`` for no messages)."""
-        keys = ThreadKeys(session, self._namespace)
-        batch = _check_batch(messages)
-        if not batch.messages:
-            return None
-        if self._io.compares:
-            return await self._append_batch(keys, batch)
-        async with _session_lock(self._store, self._head_key(keys)):
-            return await self._append_batch(keys, batch)
-
-    async def _append_batch(self, keys: ThreadKeys, batch: _Batch) -> HistoryHead:
-        key = self._head_key(keys)
+    async def _append_batch(self, keys: ThreadKeys, batch: Batch) -> HistoryHead:
+        key = keys.history_head
         for attempt in range(_MAX_ATTEMPTS):
             raw = await self._io.get(key)
             head = self._parse_head(raw, key) or HistoryHead.new(self._chunk_size)
-            _check_answers(batch, head.open_calls)
+            check_answers(batch, head.open_calls)
             # Chunks left in the head by a writer that has not stored them yet: their messages
             # are settled, so storing them again is harmless.
             head = await self._seal(keys, head)
@@ -480,7 +288,7 @@ class _MessageHistory:
         """Store the head's full chunks under their own keys; return the head without them."""
         for position in range(head.full_chunks):
             number, value = head.chunk_value(position)
-            await self._io.set(self._chunk_key(keys, head.epoch, number), value)
+            await self._io.set(keys.history_chunk(head.epoch, number), value)
         return head.sealed()
 
     async def _write_head(self, key: str, expected: str | None, value: str) -> bool:
@@ -506,7 +314,7 @@ class _MessageHistory:
                 # The head is gone, so the history is; its chunks are now unreachable.
                 chunks = -(-head.count // head.chunk)
                 for number in range(chunks):
-                    await self._io.delete(self._chunk_key(keys, head.epoch, number))
+                    await self._io.delete(keys.history_chunk(head.epoch, number))
             return
         raise StoreError(f"{key} changed {_MAX_ATTEMPTS} times while clearing it")
 
@@ -522,7 +330,7 @@ class _MessageHistory:
         if first >= stop:
             return [], True
         numbers = range(first, stop)
-        chunk_keys = [self._chunk_key(keys, head.epoch, n) for n in numbers]
+        chunk_keys = [keys.history_chunk(head.epoch, n) for n in numbers]
         raws = await self._io.get_many(chunk_keys)
         parts: list[list[dict[str, Any]]] = []
         for number, chunk_key, raw in reversed(list(zip(numbers, chunk_keys, raws, strict=True))):
@@ -541,7 +349,7 @@ class _MessageHistory:
                 )
                 parts.reverse()
                 return [m for part in parts for m in part], False
-            messages = _parse_chunk(raw, epoch=head.epoch, number=number, size=head.chunk)
+            messages = parse_chunk(raw, epoch=head.epoch, number=number, size=head.chunk)
             if messages is None:
                 raise StoreError(
                     f"{chunk_key} holds a value slimcache did not write (or a newer format); "
@@ -633,7 +441,7 @@ class ConversationWindowMemory(_MessageHistory):
         if head is None:
             return []
         start = head.count - self._window_size
-        return _drop_orphans(await self._read_span(keys, head, start, strict=False))
+        return drop_orphans(await self._read_span(keys, head, start, strict=False))
 
 
 class TokenWindowMemory(_MessageHistory):
@@ -713,7 +521,7 @@ class TokenWindowMemory(_MessageHistory):
             if not complete:
                 break
             stop, step = first, step * 2
-        return self._fit(keys, _drop_orphans(loaded))
+        return self._fit(keys, drop_orphans(loaded))
 
     def _fit(self, keys: ThreadKeys, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not messages:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
+import re
 import struct
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -13,8 +16,14 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
+import slimcache.core.keys as keys_module
 from slimcache import InvalidInput, SummaryEntry, ThreadIndex, ThreadKeys, encode_thread_id
-from slimcache.core.keys import MAX_PLAIN_ID_LENGTH, fingerprint_chain, fingerprint_range
+from slimcache.core.keys import (
+    MAX_PLAIN_ID_LENGTH,
+    SUFFIXES,
+    fingerprint_chain,
+    fingerprint_range,
+)
 from slimcache.core.plan import History
 from slimcache.messages.checks import check_messages
 
@@ -298,3 +307,120 @@ def test_an_index_read_again_is_not_parsed_again_and_unusable_ones_are_always_lo
         for _ in range(2):
             assert ThreadIndex.parse("{not json", thread="memo") is None
     assert caplog.text.count("unusable index entry for thread memo") == 2
+
+
+def _every_key(keys: ThreadKeys) -> list[str]:
+    """Every key ``ThreadKeys`` spells, one of each kind."""
+    return [
+        keys.index,
+        keys.summary(3, 7),
+        keys.lease,
+        keys.history_head,
+        keys.history_chunk("0a1b", 2),
+        keys.session,
+        keys.link,
+        keys.wrapped.index,
+        keys.wrapped.summary(0, 4),
+        keys.turns,
+    ]
+
+
+# The grammar of slimcache.core.keys' docstring, one alternative per kind of suffix.
+_GRAMMAR = {
+    "index": r"index",
+    "summary:": r"summary:\d+-\d+",
+    "lease": r"lease",
+    "messages": r"messages(:[A-Za-z0-9]+:\d+)?",
+    "session": r"session",
+    "next": r"next",
+    "wrapped:index": r"wrapped:index",
+    "wrapped:summary:": r"wrapped:summary:\d+-\d+",
+    "turns": r"turns",
+}
+
+
+@given(NASTY, st.sampled_from(["", "app", "app:", "a:b"]))
+def test_every_key_of_a_thread_is_under_its_prefix_and_in_the_grammar(
+    thread_id: str | int, namespace: str
+) -> None:
+    keys = ThreadKeys(thread_id, namespace)
+    spelled = _every_key(keys)
+    assert len(set(spelled)) == len(spelled)
+    used: set[str] = set()
+    for key in spelled:
+        assert key.startswith(keys.prefix)
+        suffix = key[len(keys.prefix) :]
+        kinds = [k for k, rule in _GRAMMAR.items() if re.fullmatch(rule, suffix)]
+        assert len(kinds) == 1, suffix
+        used.update(kinds)
+    assert used == set(_GRAMMAR) == set(SUFFIXES)
+
+
+def test_the_documented_grammar_lists_exactly_the_suffixes() -> None:
+    doc = keys_module.__doc__ or ""
+    grammar = doc[doc.index("suffix     =") : doc.index("encoded-id =")]
+    quoted = set(re.findall(r'"([^"]+)"', grammar)) - {":", "-"}
+    assert quoted == set(SUFFIXES)
+
+
+def test_the_keys_are_spelled_as_stored() -> None:
+    # The storage format: stores written by earlier versions are read with these keys.
+    assert _every_key(ThreadKeys("t-1", "ns")) == [
+        "ns:thread_t-1:index",
+        "ns:thread_t-1:summary:3-7",
+        "ns:thread_t-1:lease",
+        "ns:thread_t-1:messages",
+        "ns:thread_t-1:messages:0a1b:2",
+        "ns:thread_t-1:session",
+        "ns:thread_t-1:next",
+        "ns:thread_t-1:wrapped:index",
+        "ns:thread_t-1:wrapped:summary:0-4",
+        "ns:thread_t-1:turns",
+    ]
+
+
+# Where a word that is also a suffix is something else: a JSON field, a value compared or
+# passed to a function. Anywhere else (concatenated, in an f-string, assigned, listed) it
+# would be a key spelled outside the catalogue.
+_NOT_A_KEY = (ast.Dict, ast.Subscript, ast.Compare, ast.Call, ast.keyword, ast.MatchValue)
+
+
+def _spells_a_suffix(text: str, parent: ast.AST | None) -> bool:
+    if text == "wrapped:" or any(":" in s and s in text for s in SUFFIXES):
+        return True
+    if isinstance(parent, ast.JoinedStr):
+        return text.strip(":") in SUFFIXES
+    return text in SUFFIXES and not isinstance(parent, _NOT_A_KEY)
+
+
+def _suffix_literals(tree: ast.AST) -> list[tuple[int, str]]:
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        text, parent = node.value, parents.get(node)
+        if isinstance(parent, ast.Expr):
+            continue  # a docstring
+        if _spells_a_suffix(text, parent):
+            found.append((node.lineno, text))
+    return sorted(found)
+
+
+def test_no_other_module_spells_a_key_suffix() -> None:
+    package = Path(keys_module.__file__ or "").parent.parent
+    offenders: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        if path == Path(keys_module.__file__ or ""):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [f"{path.relative_to(package)}:{n}: {t!r}" for n, t in _suffix_literals(tree)]
+    assert offenders == []
+    # The scan finds what it looks for.
+    planted = 'KEY = "session"\nx = prefix + "next"\ny = f"{p}messages:{e}"\nz = "wrapped:index"\n'
+    assert [t for _, t in _suffix_literals(ast.parse(planted))] == [
+        "session",
+        "next",
+        "messages:",
+        "wrapped:index",
+    ]
