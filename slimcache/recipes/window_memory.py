@@ -47,10 +47,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
-from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
+from slimcache._exceptions import InvalidInput, StoreError
 from slimcache.core.entries import load_stored
-from slimcache.core.keys import ThreadKeys, normalize_namespace
+from slimcache.core.keys import ThreadKeys
 from slimcache.core.results import Stats
+from slimcache.core.settings import CacheOptions, Timeouts, check_store, check_token_counter
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages.checks import (
     Message,
@@ -59,8 +60,8 @@ from slimcache.messages.checks import (
     check_messages,
     count_message_tokens,
 )
-from slimcache.stores.protocol import Store, positive_int, validate_ttl
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
+from slimcache.stores.protocol import Store, positive_int
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -331,17 +332,14 @@ class _MessageHistory:
         chunk_size: int,
         store_timeout: float | None,
     ) -> None:
-        if not isinstance(store, Store):
-            raise ConfigurationError(
-                f"store must have async get, set and delete methods, got {type(store).__name__}"
-            )
-        normalize_namespace(namespace)
+        check_store(store, optional=False)
         positive_int("chunk_size", chunk_size)
+        cache = CacheOptions(namespace, ttl)
+        timeout = Timeouts(store_timeout=store_timeout).store_timeout
         self._store = store
-        self._namespace = namespace
-        self._ttl = validate_ttl(ttl)
+        self._namespace = cache.namespace
+        self._ttl = cache.ttl
         self._chunk_size = chunk_size
-        timeout = check_seconds("store_timeout", store_timeout, allow_none=True)
         self._io = StoreIO(store, Stats(), timeout=timeout, ttl=self._ttl)
 
     @property
@@ -670,8 +668,7 @@ class TokenWindowMemory(_MessageHistory):
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
     ) -> None:
         positive_int("max_tokens", max_tokens)
-        if not callable(token_counter):
-            raise ConfigurationError("token_counter must be a callable (text) -> int")
+        check_token_counter(token_counter)
         super().__init__(
             store,
             namespace=namespace,
