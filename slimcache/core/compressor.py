@@ -161,8 +161,9 @@ class SummarizeCompressor:
             messages ``"uncompressed"``. Either way the store is left untouched.
         on_store_error: ``"raise"`` the :class:`StoreError` (default) or ``"bypass"`` the cache
             and compress without it.
-        summarizer_id: Name recorded in cached entries (default: the function's qualified name).
-            Change it (say, to the model's name) to stop using summaries made before.
+        summarizer_id: Name recorded in cached entries, a non-empty string (default: the
+            function's qualified name). Change it (say, to the model's name) to stop using
+            summaries made before.
         reuse_entries: ``"matching"`` (default): a cached summary made with another
             ``summarizer_id``, other prompts or another strategy is not used; the thread is
             summarized again with the current ones. ``"any"``: use whatever is cached.
@@ -171,7 +172,7 @@ class SummarizeCompressor:
         lease_ttl: Seconds a worker's lease on a thread lives without renewal. It is renewed
             while the summarizer runs (on stores with ``compare_and_set``), so this bounds how
             long a crashed worker's lease can make others wait.
-        single_writer: Set when only one worker ever compresses a given thread at a time (one
+        single_writer: ``True`` when only one worker ever compresses a given thread at a time (one
             process, or requests pinned to a worker per thread): no lease is taken and nothing
             is read twice, so a compression costs two store round trips on stores that run
             batches (read the index; write the range and the index), three on others.

@@ -562,7 +562,8 @@ def cached_summarizer(
             name); a summary recorded under another id is not used. Change it (say, to the
             model's name) to stop serving summaries made before.
         checkpoints: How many summaries a thread keeps listed, so an edit near the end falls
-            back to a recent one instead of summarizing everything again.
+            back to a recent one instead of summarizing everything again. The default, 16, is
+            below ``SummarizeCompressor``'s 64 so that existing threads keep their store use.
         summarizer_timeout: Seconds one call of your function may take.
         store_timeout: Seconds one store call may take (``None``: no bound beyond the store's).
         on_store_error: ``"raise"`` the :class:`StoreError` (default) or ``"bypass"`` the store:
