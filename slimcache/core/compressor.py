@@ -16,14 +16,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, overload
 
 from slimcache._exceptions import (
-    ConfigurationError,
     InvalidInput,
     StoreError,
     StoreTimeout,
     SummarizerError,
 )
 from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache.core.keys import ThreadKeys, normalize_namespace
+from slimcache.core.keys import ThreadKeys
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
     Decision,
@@ -43,11 +42,16 @@ from slimcache.core.plan import (
 from slimcache.core.policy import Keep, Trigger
 from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
 from slimcache.core.settings import (
+    DEFAULT_SUMMARY_TEMPLATE,
+    CacheOptions,
+    Coordination,
+    ErrorHandling,
+    Hooks,
+    SummaryFormat,
+    Timeouts,
     call_hook,
-    check_callables,
-    check_seconds_or_none,
-    check_summary_format,
-    fingerprints_by_id,
+    check_store,
+    check_summarizer,
     resolve_policies,
 )
 from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy
@@ -76,7 +80,7 @@ from slimcache.messages.checks import (
     check_messages,
     count_message_tokens,
 )
-from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
+from slimcache.stores.protocol import MemoryStore, Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = ["DEFAULT_SUMMARY_TEMPLATE", "SummarizeCompressor"]
@@ -84,8 +88,6 @@ __all__ = ["DEFAULT_SUMMARY_TEMPLATE", "SummarizeCompressor"]
 logger = logging.getLogger("slimcache")
 
 Hook = Any
-
-DEFAULT_SUMMARY_TEMPLATE = "Summary of the earlier conversation:\n{summary}"
 
 # Summary messages whose token counts a compressor remembers; all are forgotten past this.
 _SUMMARY_TOKEN_COUNTS = 1024
@@ -159,8 +161,9 @@ class SummarizeCompressor:
             messages ``"uncompressed"``. Either way the store is left untouched.
         on_store_error: ``"raise"`` the :class:`StoreError` (default) or ``"bypass"`` the cache
             and compress without it.
-        summarizer_id: Name recorded in cached entries (default: the function's qualified name).
-            Change it (say, to the model's name) to stop using summaries made before.
+        summarizer_id: Name recorded in cached entries, a non-empty string (default: the
+            function's qualified name). Change it (say, to the model's name) to stop using
+            summaries made before.
         reuse_entries: ``"matching"`` (default): a cached summary made with another
             ``summarizer_id``, other prompts or another strategy is not used; the thread is
             summarized again with the current ones. ``"any"``: use whatever is cached.
@@ -169,7 +172,7 @@ class SummarizeCompressor:
         lease_ttl: Seconds a worker's lease on a thread lives without renewal. It is renewed
             while the summarizer runs (on stores with ``compare_and_set``), so this bounds how
             long a crashed worker's lease can make others wait.
-        single_writer: Set when only one worker ever compresses a given thread at a time (one
+        single_writer: ``True`` when only one worker ever compresses a given thread at a time (one
             process, or requests pinned to a worker per thread): no lease is taken and nothing
             is read twice, so a compression costs two store round trips on stores that run
             batches (read the index; write the range and the index), three on others.
@@ -227,85 +230,53 @@ class SummarizeCompressor:
         on_cache_hit: Hook | None = None,
         on_error: Hook | None = None,
     ) -> None:
-        if not callable(summarizer):
-            raise ConfigurationError("summarizer must be a callable (messages, context) -> str")
-        if store is not None and not isinstance(store, Store):
-            raise ConfigurationError(
-                f"store must have async get, set and delete methods, got {type(store).__name__}"
-            )
-        self._trigger, self._keep = resolve_policies(trigger, keep, default_keep=10)
-        resolved_strategy = resolve_strategy(strategy)
-        check_summary_format(
-            max_summary_tokens=max_summary_tokens,
-            message_overhead=message_overhead,
-            summary_role=summary_role,
-            summary_template=summary_template,
+        check_summarizer(summarizer)
+        check_store(store)
+        self._trigger, self._keep = resolve_policies(trigger, keep)
+        self._strategy = resolve_strategy(strategy)
+        summary = SummaryFormat(
+            max_summary_tokens,
+            prompts,
+            token_counter,
+            message_overhead,
+            summary_role,
+            summary_template,
         )
-        positive_int("checkpoints", checkpoints)
-        summarizer_timeout = check_seconds_or_none("summarizer_timeout", summarizer_timeout)
-        if on_summarizer_error not in ("raise", "uncompressed"):
-            raise ConfigurationError("on_summarizer_error must be 'raise' or 'uncompressed'")
-        if on_store_error not in ("raise", "bypass"):
-            raise ConfigurationError("on_store_error must be 'raise' or 'bypass'")
-        if isinstance(lock_wait, bool) or not isinstance(lock_wait, (int, float)) or lock_wait < 0:
-            raise ConfigurationError("lock_wait must be a number of seconds >= 0")
-        if reuse_entries not in ("matching", "any"):
-            raise ConfigurationError("reuse_entries must be 'matching' or 'any'")
-        by_id = fingerprints_by_id(fingerprint)
-        lease_seconds = check_seconds_or_none("lease_ttl", lease_ttl)
-        if lease_seconds is None:
-            raise ConfigurationError("lease_ttl must be a number of seconds, got None")
-        store_timeout = check_seconds_or_none("store_timeout", store_timeout)
-        check_callables(
-            {
-                "on_evict": on_evict,
-                "on_compress": on_compress,
-                "on_cache_hit": on_cache_hit,
-                "on_error": on_error,
-            }
-        )
-        normalize_namespace(namespace)
-
+        cache = CacheOptions(namespace, ttl, checkpoints, reuse_entries, fingerprint, summarizer_id)
+        timeouts = Timeouts(summarizer_timeout, store_timeout)
+        errors = ErrorHandling(on_summarizer_error, on_store_error)
+        coordination = Coordination(lock_wait, lease_ttl, single_writer)
+        hooks = Hooks(on_evict, on_compress, on_cache_hit, on_error)
         self._summarizer = summarizer
         self._store: Store = store if store is not None else MemoryStore()
-        self._strategy = resolved_strategy
-        self._max_summary_tokens = max_summary_tokens
-        self._prompts = prompts or Prompts()
+        self._max_summary_tokens = summary.max_summary_tokens
+        self._prompts = summary.resolved_prompts
         self._prompt_tokens: int | None = None  # of the summarize prompt, once counted
         self._summary_token_counts: dict[tuple[str, int, int], int] = {}
         # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
         self._count: TokenCounter = (
             token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
         )
-        self._overhead = message_overhead
-        self._summary_role = summary_role
-        self._summary_template = summary_template
-        self._namespace = namespace
-        self._ttl = validate_ttl(ttl)
-        self._checkpoints = checkpoints
-        self._timeout = summarizer_timeout
-        self._on_summarizer_error = on_summarizer_error
-        self._on_store_error = on_store_error
-        self._summarizer_id = summarizer_id or summarizer_name(summarizer)
-        self._lock_wait = float(lock_wait)
-        self._lease_ttl = lease_seconds
-        self._single_writer = bool(single_writer)
-        self._by_id = by_id
+        self._overhead = summary.message_overhead
+        self._summary_role = summary.summary_role
+        self._summary_template = summary.summary_template
+        self._namespace = cache.namespace
+        self._ttl = cache.ttl
+        self._checkpoints = cache.checkpoints
+        self._timeout = timeouts.summarizer_timeout
+        self._on_summarizer_error = errors.on_summarizer_error
+        self._on_store_error = errors.on_store_error
+        self._summarizer_id = cache.summarizer_id or summarizer_name(summarizer)
+        self._lock_wait = coordination.lock_wait
+        self._lease_ttl = coordination.lease_ttl
+        self._single_writer = coordination.single_writer
+        self._by_id = cache.by_id
         self._stats = Stats()
-        self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
-        identity = Identity(self._summarizer_id, self._prompts.digest, resolved_strategy.name)
-        self._rules = Rules(
-            trigger=self._trigger,
-            keep=self._keep,
-            summary_tokens=self._summary_tokens,
-            identity=identity if reuse_entries == "matching" else None,
-        )
-        self._hooks: dict[str, Hook | None] = {
-            "on_evict": on_evict,
-            "on_compress": on_compress,
-            "on_cache_hit": on_cache_hit,
-            "on_error": on_error,
-        }
+        self._io = StoreIO(self._store, self._stats, timeout=timeouts.store_timeout, ttl=self._ttl)
+        identity = Identity(self._summarizer_id, self._prompts.digest, self._strategy.name)
+        matching = identity if cache.reuse_entries == "matching" else None
+        self._rules = Rules(self._trigger, self._keep, self._summary_tokens, matching)
+        self._hooks = hooks.pick("on_evict", "on_compress", "on_cache_hit", "on_error")
 
     # ------------------------------------------------------------------ public API
 

@@ -1,23 +1,60 @@
-"""Checks the compressors share for their settings, and the one way hooks are called."""
+"""Settings the front doors share: small frozen groups that check themselves, and the checks.
+
+Each setting is checked in one place, here, so that every front door taking it accepts and
+rejects the same values with the same message, which names the argument. The groups are built
+from a front door's flat keyword arguments (in the manner of httpx's ``Timeout`` and
+``Limits``): building one is validating it, and a built one is known to be valid.
+"""
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from slimcache._exceptions import ConfigurationError
+from slimcache.core.keys import normalize_namespace
 from slimcache.core.policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
-from slimcache.stores.protocol import positive_int
-from slimcache.stores.toolkit import check_seconds
+from slimcache.core.setting_checks import (
+    check_callables,
+    check_choice,
+    check_flag,
+    check_lock_wait,
+    check_message_overhead,
+    check_seconds_or_none,
+    check_store,
+    check_summarizer,
+    check_template,
+    check_token_counter,
+    fingerprints_by_id,
+)
+from slimcache.core.summarizer import Prompts
+from slimcache.messages.checks import DEFAULT_MESSAGE_OVERHEAD, TokenCounter, approx_tokens
+from slimcache.stores.protocol import positive_int, validate_ttl
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [
+    "DEFAULT_KEEP",
+    "DEFAULT_SUMMARY_TEMPLATE",
     "SUMMARY_ROLES",
+    "CacheOptions",
+    "Coordination",
+    "ErrorHandling",
+    "Hooks",
+    "SummaryFormat",
+    "Timeouts",
     "call_hook",
     "check_callables",
+    "check_choice",
+    "check_flag",
+    "check_lock_wait",
+    "check_message_overhead",
     "check_seconds_or_none",
-    "check_summary_format",
+    "check_store",
+    "check_summarizer",
+    "check_template",
+    "check_token_counter",
     "fingerprints_by_id",
     "resolve_policies",
 ]
@@ -26,17 +63,23 @@ logger = logging.getLogger("slimcache")
 
 SUMMARY_ROLES = ("system", "developer", "user", "assistant")
 
+DEFAULT_SUMMARY_TEMPLATE = "Summary of the earlier conversation:\n{summary}"
 
-def resolve_policies(
-    trigger: Trigger | None, keep: Keep | None, *, default_keep: int
-) -> tuple[Trigger, Keep]:
-    """Fill in the default trigger and keep policy, and check the pair.
+DEFAULT_KEEP = 10
+"""Messages every compressor keeps verbatim when given no ``keep`` policy."""
+
+Hook = Any
+
+
+def resolve_policies(trigger: Trigger | None, keep: Keep | None) -> tuple[Trigger, Keep]:
+    """Fill in the default trigger and keep policy (the same in every compressor), and check
+    the pair.
 
     Raises:
         ConfigurationError: Either is not a policy, or they leave no hysteresis.
     """
     resolved_trigger: Trigger = trigger if trigger is not None else MessageThreshold(20)
-    resolved_keep: Keep = keep if keep is not None else KeepMessages(default_keep)
+    resolved_keep: Keep = keep if keep is not None else KeepMessages(DEFAULT_KEEP)
     if not isinstance(resolved_trigger, Trigger):
         raise ConfigurationError(f"trigger has no reason() method: {resolved_trigger!r}")
     if not isinstance(resolved_keep, Keep):
@@ -45,71 +88,187 @@ def resolve_policies(
     return resolved_trigger, resolved_keep
 
 
-def check_summary_format(
-    *,
-    max_summary_tokens: object,
-    message_overhead: object,
-    summary_role: object,
-    summary_template: object,
-) -> None:
-    """Check the settings that shape the summary message.
+# ---------------------------------------------------------------------- groups
+
+
+@dataclass(frozen=True)
+class SummaryFormat:
+    """How a summary is asked for, counted and shaped into a message.
+
+    Attributes:
+        max_summary_tokens: Token budget handed to the summarizer.
+        prompts: The prompts given to the summarizer (``None``: the default ones).
+        token_counter: Counts a text's tokens.
+        message_overhead: Tokens added per message for role and framing.
+        summary_role: Role of the summary message, one of :data:`SUMMARY_ROLES`.
+        summary_template: Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
+            and ``{count}`` are filled in.
 
     Raises:
-        ConfigurationError: Naming the first setting that is wrong.
+        ConfigurationError: Naming the first attribute that is wrong.
     """
-    positive_int("max_summary_tokens", max_summary_tokens)
-    if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
-        raise ConfigurationError("message_overhead must be an integer")
-    if message_overhead < 0:
-        raise ConfigurationError("message_overhead must not be negative")
-    if summary_role not in SUMMARY_ROLES:
-        raise ConfigurationError(
-            f"summary_role must be system, developer, user or assistant, got {summary_role!r}"
-        )
-    if not isinstance(summary_template, str):
-        raise ConfigurationError("summary_template must be a string")
-    try:
-        summary_template.format(summary="", start=0, end=0, count=0)
-    except (KeyError, IndexError, ValueError, AttributeError) as exc:
-        raise ConfigurationError(f"summary_template is not a valid template: {exc}") from None
-    if "{summary}" not in summary_template:
-        raise ConfigurationError("summary_template must contain {summary}")
+
+    max_summary_tokens: int = 1000
+    prompts: Prompts | None = None
+    token_counter: TokenCounter = approx_tokens
+    message_overhead: int = DEFAULT_MESSAGE_OVERHEAD
+    summary_role: str = "system"
+    summary_template: str = DEFAULT_SUMMARY_TEMPLATE
+
+    def __post_init__(self) -> None:
+        positive_int("max_summary_tokens", self.max_summary_tokens)
+        if self.prompts is not None and not isinstance(self.prompts, Prompts):
+            raise ConfigurationError(
+                f"prompts must be a Prompts(...) object, got {type(self.prompts).__name__}"
+            )
+        check_token_counter(self.token_counter)
+        check_message_overhead(self.message_overhead)
+        check_choice("summary_role", self.summary_role, SUMMARY_ROLES)
+        check_template("summary_template", self.summary_template, start=0, end=0, count=0)
+
+    @property
+    def resolved_prompts(self) -> Prompts:
+        """The prompts to use: the given ones, or the default ones."""
+        return self.prompts if self.prompts is not None else Prompts()
 
 
-def check_seconds_or_none(name: str, value: object) -> float | None:
-    """``None``, or a positive, finite number of seconds given as a number.
+@dataclass(frozen=True)
+class CacheOptions:
+    """Where and how summaries are cached in the store.
 
-    :func:`slimcache.stores.toolkit.check_seconds` with one rule more: a constructor argument is
-    never a numeric string (only URL options are).
+    Attributes:
+        namespace: Namespace of every store key.
+        ttl: Seconds cached entries live (``None``: until deleted).
+        checkpoints: How many ranges a thread's index lists.
+        reuse_entries: ``"matching"`` or ``"any"``.
+        fingerprint: ``"content"`` or ``"id"``.
+        summarizer_id: Name recorded in cached entries (``None``: the function's name).
 
     Raises:
-        ConfigurationError: Naming the setting.
+        ConfigurationError: Naming the first attribute that is wrong.
     """
-    if isinstance(value, str):
-        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
-    return check_seconds(name, value, allow_none=True)
+
+    namespace: str = ""
+    ttl: float | None = None
+    checkpoints: int = 64
+    reuse_entries: str = "matching"
+    fingerprint: str = "content"
+    summarizer_id: str | None = None
+
+    def __post_init__(self) -> None:
+        normalize_namespace(self.namespace)
+        object.__setattr__(self, "ttl", validate_ttl(self.ttl))
+        positive_int("checkpoints", self.checkpoints)
+        check_choice("reuse_entries", self.reuse_entries, ("matching", "any"))
+        fingerprints_by_id(self.fingerprint)
+        if self.summarizer_id is not None and (
+            not isinstance(self.summarizer_id, str) or not self.summarizer_id
+        ):
+            raise ConfigurationError(
+                f"summarizer_id must be a non-empty string or None, got {self.summarizer_id!r}"
+            )
+
+    @property
+    def by_id(self) -> bool:
+        """Whether messages are fingerprinted by their ``id``."""
+        return self.fingerprint == "id"
 
 
-def fingerprints_by_id(fingerprint: object) -> bool:
-    """Check a ``fingerprint`` setting; return whether messages are fingerprinted by id.
+@dataclass(frozen=True)
+class Coordination:
+    """How workers sharing a store take turns on a thread.
+
+    Attributes:
+        lock_wait: Seconds to wait for another worker's summary; 0 disables waiting.
+        lease_ttl: Seconds a worker's lease lives without renewal.
+        single_writer: Only one worker ever compresses a given thread at a time.
 
     Raises:
-        ConfigurationError: It is neither ``"content"`` nor ``"id"``.
+        ConfigurationError: Naming the first attribute that is wrong.
     """
-    if fingerprint not in ("content", "id"):
-        raise ConfigurationError(f"fingerprint must be 'content' or 'id', got {fingerprint!r}")
-    return fingerprint == "id"
+
+    lock_wait: float = 30.0
+    lease_ttl: float = 10.0
+    single_writer: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lock_wait", check_lock_wait(self.lock_wait))
+        lease = check_seconds_or_none("lease_ttl", self.lease_ttl)
+        if lease is None:
+            raise ConfigurationError("lease_ttl must be a number of seconds, got None")
+        object.__setattr__(self, "lease_ttl", lease)
+        check_flag("single_writer", self.single_writer)
 
 
-def check_callables(callables: Mapping[str, object]) -> None:
-    """Check that every given (not ``None``) hook or function is callable.
+@dataclass(frozen=True)
+class Timeouts:
+    """How long one call may take; ``None`` sets no bound.
+
+    Attributes:
+        summarizer_timeout: Seconds one summarizer call may take.
+        store_timeout: Seconds one store call may take.
 
     Raises:
-        ConfigurationError: Naming the first that is not.
+        ConfigurationError: Naming the first attribute that is wrong.
     """
-    for name, value in callables.items():
-        if value is not None and not callable(value):
-            raise ConfigurationError(f"{name} must be callable")
+
+    summarizer_timeout: float | None = None
+    store_timeout: float | None = DEFAULT_STORE_TIMEOUT
+
+    def __post_init__(self) -> None:
+        for name in ("summarizer_timeout", "store_timeout"):
+            object.__setattr__(self, name, check_seconds_or_none(name, getattr(self, name)))
+
+
+@dataclass(frozen=True)
+class ErrorHandling:
+    """What a failing summarizer or store does to a request.
+
+    Attributes:
+        on_summarizer_error: ``"raise"`` or ``"uncompressed"``.
+        on_store_error: ``"raise"`` or ``"bypass"``.
+
+    Raises:
+        ConfigurationError: Naming the first attribute that is wrong.
+    """
+
+    on_summarizer_error: str = "raise"
+    on_store_error: str = "raise"
+
+    def __post_init__(self) -> None:
+        check_choice("on_summarizer_error", self.on_summarizer_error, ("raise", "uncompressed"))
+        check_choice("on_store_error", self.on_store_error, ("raise", "bypass"))
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """The user's hooks, sync or async; each ``None`` or a callable.
+
+    Attributes:
+        on_evict: ``(messages, reason)`` with the messages folded into a summary.
+        on_compress: ``(CompressEvent)`` after a summary is made.
+        on_cache_hit: ``(CompressEvent)`` when a cached summary is served.
+        on_error: ``(exception, messages)`` when the summarizer or store fails.
+        on_compact_start: ``(evicted_count, total_tokens)`` before a window compacts.
+        on_compact_end: ``(tokens_before, tokens_after, ratio)`` after a window compacted.
+
+    Raises:
+        ConfigurationError: Naming the first hook that is not callable.
+    """
+
+    on_evict: Hook | None = None
+    on_compress: Hook | None = None
+    on_cache_hit: Hook | None = None
+    on_error: Hook | None = None
+    on_compact_start: Hook | None = None
+    on_compact_end: Hook | None = None
+
+    def __post_init__(self) -> None:
+        check_callables(vars(self))
+
+    def pick(self, *names: str) -> dict[str, Hook | None]:
+        """The named hooks by name (``None`` where not set), as a front door calls them."""
+        return {name: getattr(self, name) for name in names}
 
 
 async def call_hook(name: str, hook: Any, *args: Any) -> None:

@@ -24,12 +24,17 @@ from dataclasses import replace
 from typing import Any, Literal, Union
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
-from slimcache.core.compressor import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.entries import SummaryEntry, ThreadIndex
-from slimcache.core.keys import ThreadKeys, WrappedKeys, normalize_namespace
+from slimcache.core.keys import ThreadKeys, WrappedKeys
 from slimcache.core.plan import listed_with
 from slimcache.core.results import Stats
-from slimcache.core.settings import check_seconds_or_none
+from slimcache.core.settings import (
+    DEFAULT_SUMMARY_TEMPLATE,
+    CacheOptions,
+    ErrorHandling,
+    Timeouts,
+    check_store,
+)
 from slimcache.core.summarizer import (
     Summarizer,
     SummaryContext,
@@ -41,7 +46,7 @@ from slimcache.core.summarizer import (
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages.checks import CheckedMessages, Message, approx_tokens, check_messages
 from slimcache.recipes.wrap_history import WrapHistory
-from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
+from slimcache.stores.protocol import MemoryStore, Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = ["CachedSummarizer", "ExtendFunction", "PlainSummarizer", "cached_summarizer"]
@@ -84,25 +89,25 @@ class CachedSummarizer:
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
         on_store_error: Literal["raise", "bypass"] = "raise",
     ) -> None:
-        _check_settings(
-            store, namespace, extend, summarizer_id, checkpoints, summarizer_timeout, on_store_error
-        )
+        _check_settings(store, extend)
+        cache = CacheOptions(namespace, ttl, checkpoints, summarizer_id=summarizer_id)
+        timeouts = Timeouts(summarizer_timeout, store_timeout)
+        errors = ErrorHandling(on_store_error=on_store_error)
         if not callable(summarize):
-            raise ConfigurationError("cached_summarizer wraps a callable (messages) -> str")
-        store_timeout = check_seconds_or_none("store_timeout", store_timeout)
+            raise ConfigurationError("summarize must be a callable (messages) -> str")
         self.__wrapped__ = summarize
         functools.update_wrapper(self, summarize)
         self._store: Store = store if store is not None else MemoryStore()
-        self._namespace = namespace
-        self._ttl = validate_ttl(ttl)
+        self._namespace = cache.namespace
+        self._ttl = cache.ttl
         self._extend = extend
-        self._summarizer_id = summarizer_id or summarizer_name(summarize)
+        self._summarizer_id = cache.summarizer_id or summarizer_name(summarize)
         self._extend_name = "extend" if extend is None else f"custom:{summarizer_name(extend)}"
-        self._checkpoints = checkpoints
-        self._timeout = summarizer_timeout  # checked by _check_settings
-        self._on_store_error = on_store_error
+        self._checkpoints = cache.checkpoints
+        self._timeout = timeouts.summarizer_timeout
+        self._on_store_error = errors.on_store_error
         self._stats = Stats()
-        self._io = StoreIO(self._store, self._stats, timeout=store_timeout, ttl=self._ttl)
+        self._io = StoreIO(self._store, self._stats, timeout=timeouts.store_timeout, ttl=self._ttl)
         self._original = _adapt_plain(summarize)
         self._extender = _adapt_extend(extend) if extend is not None else None
 
@@ -410,33 +415,17 @@ class CachedSummarizer:
         return update.index, update.delete
 
 
-def _check_settings(
-    store: object,
-    namespace: object,
-    extend: object,
-    summarizer_id: object,
-    checkpoints: object,
-    summarizer_timeout: object,
-    on_store_error: object,
-) -> None:
+def _check_settings(store: object, extend: object) -> None:
+    """Check the arguments outside a settings group, saying what a store passed as the function
+    means (``@cached_summarizer`` without parentheses)."""
     if callable(store) and not isinstance(store, Store):
         raise ConfigurationError(
             "cached_summarizer takes a store, not the function: use it with parentheses, "
             "@cached_summarizer() or @cached_summarizer(store)"
         )
-    if store is not None and not isinstance(store, Store):
-        raise ConfigurationError(
-            f"store must have async get, set and delete methods, got {type(store).__name__}"
-        )
-    normalize_namespace(namespace)
+    check_store(store)
     if extend is not None and not callable(extend):
         raise ConfigurationError("extend must be a callable (previous_summary, messages) -> str")
-    if summarizer_id is not None and (not isinstance(summarizer_id, str) or not summarizer_id):
-        raise ConfigurationError("summarizer_id must be a non-empty string")
-    positive_int("checkpoints", checkpoints)
-    check_seconds_or_none("summarizer_timeout", summarizer_timeout)
-    if on_store_error not in ("raise", "bypass"):
-        raise ConfigurationError("on_store_error must be 'raise' or 'bypass'")
 
 
 def _adapt_plain(summarize: PlainSummarizer) -> Summarizer:
@@ -516,7 +505,8 @@ def cached_summarizer(
             name); a summary recorded under another id is not used. Change it (say, to the
             model's name) to stop serving summaries made before.
         checkpoints: How many summaries a thread keeps listed, so an edit near the end falls
-            back to a recent one instead of summarizing everything again.
+            back to a recent one instead of summarizing everything again. The default, 16, is
+            below ``SummarizeCompressor``'s 64 so that existing threads keep their store use.
         summarizer_timeout: Seconds one call of your function may take.
         store_timeout: Seconds one store call may take (``None``: no bound beyond the store's).
         on_store_error: ``"raise"`` the :class:`StoreError` (default) or ``"bypass"`` the store:
@@ -530,10 +520,11 @@ def cached_summarizer(
         ConfigurationError: For any invalid argument (including ``@cached_summarizer`` used
             without parentheses).
     """
-    _check_settings(
-        store, namespace, extend, summarizer_id, checkpoints, summarizer_timeout, on_store_error
-    )
-    validate_ttl(ttl)
+    # Checked here, so that a mistake is reported where the decorator is written.
+    _check_settings(store, extend)
+    CacheOptions(namespace, ttl, checkpoints, summarizer_id=summarizer_id)
+    Timeouts(summarizer_timeout, store_timeout)
+    ErrorHandling(on_store_error=on_store_error)
 
     def decorate(summarize: PlainSummarizer) -> CachedSummarizer:
         return CachedSummarizer(

@@ -31,6 +31,14 @@ from typing import Any, Literal
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
 from slimcache.core.keys import ThreadKeys, normalize_namespace
 from slimcache.core.results import Stats
+from slimcache.core.settings import (
+    Timeouts,
+    check_choice,
+    check_message_overhead,
+    check_store,
+    check_template,
+    check_token_counter,
+)
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages.checks import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -50,7 +58,7 @@ from slimcache.recipes.compaction_tool import (
     parse_summary,
 )
 from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [
     "DEFAULT_SESSION_TEMPLATE",
@@ -189,35 +197,19 @@ class Compaction:
         ttl: float | None = None,
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
     ) -> None:
-        if mode not in ("auto", "llm"):
-            raise ConfigurationError(f"mode must be 'auto' or 'llm', got {mode!r}")
+        check_choice("mode", mode, ("auto", "llm"))
         positive_int("context_window", context_window)
-        if store is not None and not isinstance(store, Store):
-            raise ConfigurationError(
-                f"store must have async get, set and delete methods, got {type(store).__name__}"
-            )
+        check_store(store)
         normalize_namespace(namespace)
         if instructions is not None and (
             not isinstance(instructions, str) or not instructions.strip()
         ):
             raise ConfigurationError("instructions must be a non-empty string or None")
-        if not callable(token_counter):
-            raise ConfigurationError("token_counter must be a callable (text) -> int")
-        if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
-            raise ConfigurationError("message_overhead must be an integer")
-        if message_overhead < 0:
-            raise ConfigurationError("message_overhead must not be negative")
-        if session_role not in ("user", "system"):
-            raise ConfigurationError(
-                f"session_role must be 'user' or 'system', got {session_role!r}"
-            )
-        if not isinstance(session_template, str) or "{summary}" not in session_template:
-            raise ConfigurationError("session_template must be a string containing {summary}")
-        try:
-            session_template.format(summary="")
-        except (KeyError, IndexError, ValueError, AttributeError) as exc:
-            raise ConfigurationError(f"session_template is not a valid template: {exc}") from None
-        timeout = check_seconds("store_timeout", store_timeout, allow_none=True)
+        check_token_counter(token_counter)
+        check_message_overhead(message_overhead)
+        check_choice("session_role", session_role, ("user", "system"))
+        check_template("session_template", session_template)
+        timeout = Timeouts(store_timeout=store_timeout).store_timeout
 
         self._mode: CompactionMode = mode
         self._context_window = context_window

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, SummarizerError
-from slimcache.core.compressor import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.plan import eviction_boundary
 from slimcache.core.policy import (
     AnyOf,
@@ -37,10 +36,12 @@ from slimcache.core.policy import (
 )
 from slimcache.core.results import CompressEvent
 from slimcache.core.settings import (
+    DEFAULT_SUMMARY_TEMPLATE,
+    Hooks,
+    SummaryFormat,
+    Timeouts,
     call_hook,
-    check_callables,
-    check_seconds_or_none,
-    check_summary_format,
+    check_summarizer,
     resolve_policies,
 )
 from slimcache.core.strategies import (
@@ -148,7 +149,7 @@ class ConversationCompressor:
         summarizer: ``(messages, context) -> str``, async or sync; see :class:`SummaryContext`.
         trigger: When :meth:`get_compressed` compresses (default: more than 20 messages in the
             window); :class:`Manual` never does, only :meth:`compress`.
-        keep: How much stays verbatim after compressing (default: the last 12 messages).
+        keep: How much stays verbatim after compressing (default: the last 10 messages).
         strategy: How the summary and the messages leaving the window combine: :class:`Extend`
             (the default), :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`,
             your own :class:`Strategy`, or a shortcut name.
@@ -188,36 +189,29 @@ class ConversationCompressor:
         on_compress: Hook | None = None,
         on_error: Hook | None = None,
     ) -> None:
-        if not callable(summarizer):
-            raise ConfigurationError("summarizer must be a callable (messages, context) -> str")
-        self._trigger, self._keep = resolve_policies(trigger, keep, default_keep=12)
+        check_summarizer(summarizer)
+        self._trigger, self._keep = resolve_policies(trigger, keep)
         self._strategy = resolve_strategy(strategy)
-        if prompts is not None and not isinstance(prompts, Prompts):
-            raise ConfigurationError("prompts must be a Prompts(...) object")
-        if not callable(token_counter):
-            raise ConfigurationError("token_counter must be a callable (text) -> int")
-        check_summary_format(
-            max_summary_tokens=max_summary_tokens,
-            message_overhead=message_overhead,
-            summary_role=summary_role,
-            summary_template=summary_template,
+        summary = SummaryFormat(
+            max_summary_tokens,
+            prompts,
+            token_counter,
+            message_overhead,
+            summary_role,
+            summary_template,
         )
-        summarizer_timeout = check_seconds_or_none("summarizer_timeout", summarizer_timeout)
-        check_callables({"on_evict": on_evict, "on_compress": on_compress, "on_error": on_error})
+        timeouts = Timeouts(summarizer_timeout=summarizer_timeout)
+        hooks = Hooks(on_evict=on_evict, on_compress=on_compress, on_error=on_error)
 
         self._summarizer = summarizer
-        self._max_summary_tokens = max_summary_tokens
-        self._prompts = prompts or Prompts()
-        self._count = token_counter
-        self._overhead = message_overhead
-        self._summary_role = summary_role
-        self._summary_template = summary_template
-        self._timeout = None if summarizer_timeout is None else float(summarizer_timeout)
-        self._hooks: dict[str, Hook | None] = {
-            "on_evict": on_evict,
-            "on_compress": on_compress,
-            "on_error": on_error,
-        }
+        self._max_summary_tokens = summary.max_summary_tokens
+        self._prompts = summary.resolved_prompts
+        self._count = summary.token_counter
+        self._overhead = summary.message_overhead
+        self._summary_role = summary.summary_role
+        self._summary_template = summary.summary_template
+        self._timeout = timeouts.summarizer_timeout
+        self._hooks = hooks.pick("on_evict", "on_compress", "on_error")
         self._lock = asyncio.Lock()
         self._reset_state()
 

@@ -20,11 +20,20 @@ from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
-from slimcache.core.compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
+from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.keys import ThreadKeys
 from slimcache.core.policy import KeepMessages, MessageThreshold
 from slimcache.core.results import CompressionResult
-from slimcache.core.settings import call_hook
+from slimcache.core.settings import (
+    DEFAULT_SUMMARY_TEMPLATE,
+    CacheOptions,
+    Hooks,
+    SummaryFormat,
+    Timeouts,
+    call_hook,
+    check_store,
+    check_summarizer,
+)
 from slimcache.core.strategies import Extend
 from slimcache.core.summarizer import (
     Summarizer,
@@ -205,40 +214,35 @@ class SlidingWindow:
             batch = max(2, window_size // 2)
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 2:
             raise ConfigurationError(f"batch must be an integer of at least 2, got {batch!r}")
+        # Checked under its own name first: the group would call it max_summary_tokens.
         positive_int("summary_budget", summary_budget)
-        if not callable(summarizer):
-            raise ConfigurationError("summarizer must be a callable (messages, context) -> str")
-        for name, hook in (
-            ("on_compact_start", on_compact_start),
-            ("on_compact_end", on_compact_end),
-        ):
-            if hook is not None and not callable(hook):
-                raise ConfigurationError(f"{name} must be callable")
-        if not callable(token_counter):
-            raise ConfigurationError("token_counter must be a callable (text) -> int")
-        if store is not None and not isinstance(store, Store):
-            raise ConfigurationError(
-                f"store must have async get, set and delete methods, got {type(store).__name__}"
-            )
+        check_summarizer(summarizer)
+        check_store(store)
+        summary = SummaryFormat(
+            summary_budget,
+            token_counter=token_counter,
+            summary_role=summary_role,
+            summary_template=summary_template,
+        )
+        cache = CacheOptions(namespace, summarizer_id=summarizer_id)
+        timeouts = Timeouts(summarizer_timeout, store_timeout)
+        hooks = Hooks(on_compact_start=on_compact_start, on_compact_end=on_compact_end)
         resolved: Store = store if store is not None else MemoryStore()
         self._id = id
-        self._namespace = namespace
+        self._namespace = cache.namespace
         self._window_size = window_size
         self._batch = batch
         self._summarizer = summarizer
-        self._count = token_counter
-        self._summary_role = summary_role
-        self._summary_template = summary_template
-        self._hooks: dict[str, Callable[..., Any] | None] = {
-            "on_compact_start": on_compact_start,
-            "on_compact_end": on_compact_end,
-        }
+        self._count = summary.token_counter
+        self._summary_role = summary.summary_role
+        self._summary_template = summary.summary_template
+        self._hooks = hooks.pick("on_compact_start", "on_compact_end")
         self._memory = ConversationWindowMemory(
             resolved,
             window_size,
             namespace=namespace,
             chunk_size=DEFAULT_CHUNK_SIZE,
-            store_timeout=store_timeout,
+            store_timeout=timeouts.store_timeout,
         )
         self._compressor = SummarizeCompressor(
             self._summarize,
@@ -253,9 +257,9 @@ class SlidingWindow:
             summary_role=summary_role,
             summary_template=summary_template,
             namespace=namespace,
-            summarizer_timeout=summarizer_timeout,
-            summarizer_id=summarizer_id or summarizer_name(summarizer),
-            store_timeout=store_timeout,
+            summarizer_timeout=timeouts.summarizer_timeout,
+            summarizer_id=cache.summarizer_id or summarizer_name(summarizer),
+            store_timeout=timeouts.store_timeout,
         )
         self._store = resolved
         self._turns = _turns_for(resolved, self._keys.turns)

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from slimcache._exceptions import ConfigurationError, InvalidInput
+from slimcache._exceptions import InvalidInput
 from slimcache.core.keys import encode_thread_id
+from slimcache.core.settings import check_flag, check_message_overhead, check_token_counter
 from slimcache.messages.checks import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
@@ -75,14 +76,9 @@ class TrimCompressor:
         keep_system: bool = True,
     ) -> None:
         positive_int("max_tokens", max_tokens)
-        if not callable(token_counter):
-            raise ConfigurationError("token_counter must be a callable (text) -> int")
-        if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
-            raise ConfigurationError("message_overhead must be an integer")
-        if message_overhead < 0:
-            raise ConfigurationError("message_overhead must not be negative")
-        if not isinstance(keep_system, bool):
-            raise ConfigurationError("keep_system must be True or False")
+        check_token_counter(token_counter)
+        check_message_overhead(message_overhead)
+        check_flag("keep_system", keep_system)
         self._max_tokens = max_tokens
         self._count = token_counter
         self._overhead = message_overhead

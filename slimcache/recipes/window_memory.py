@@ -44,9 +44,10 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
-from slimcache.core.keys import ThreadKeys, normalize_namespace
+from slimcache._exceptions import InvalidInput, StoreError
+from slimcache.core.keys import ThreadKeys
 from slimcache.core.results import Stats
+from slimcache.core.settings import CacheOptions, Timeouts, check_store, check_token_counter
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages.checks import (
     Message,
@@ -64,8 +65,8 @@ from slimcache.recipes.window_history import (
     drop_orphans,
     parse_chunk,
 )
-from slimcache.stores.protocol import Store, positive_int, validate_ttl
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
+from slimcache.stores.protocol import Store, positive_int
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -111,17 +112,14 @@ class _MessageHistory:
         chunk_size: int,
         store_timeout: float | None,
     ) -> None:
-        if not isinstance(store, Store):
-            raise ConfigurationError(
-                f"store must have async get, set and delete methods, got {type(store).__name__}"
-            )
-        normalize_namespace(namespace)
+        check_store(store, optional=False)
         positive_int("chunk_size", chunk_size)
+        cache = CacheOptions(namespace, ttl)
+        timeout = Timeouts(store_timeout=store_timeout).store_timeout
         self._store = store
-        self._namespace = namespace
-        self._ttl = validate_ttl(ttl)
+        self._namespace = cache.namespace
+        self._ttl = cache.ttl
         self._chunk_size = chunk_size
-        timeout = check_seconds("store_timeout", store_timeout, allow_none=True)
         self._io = StoreIO(store, Stats(), timeout=timeout, ttl=self._ttl)
 
     @property
@@ -478,8 +476,7 @@ class TokenWindowMemory(_MessageHistory):
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
     ) -> None:
         positive_int("max_tokens", max_tokens)
-        if not callable(token_counter):
-            raise ConfigurationError("token_counter must be a callable (text) -> int")
+        check_token_counter(token_counter)
         super().__init__(
             store,
             namespace=namespace,

@@ -1,0 +1,162 @@
+"""One check per setting the front doors share; each raises a message naming the argument.
+
+:mod:`slimcache.core.settings` groups these into the settings objects and re-exports them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from slimcache._exceptions import ConfigurationError
+from slimcache.stores.protocol import Store
+from slimcache.stores.toolkit import check_seconds
+
+__all__ = [
+    "check_callables",
+    "check_choice",
+    "check_flag",
+    "check_lock_wait",
+    "check_message_overhead",
+    "check_seconds_or_none",
+    "check_store",
+    "check_summarizer",
+    "check_template",
+    "check_token_counter",
+    "fingerprints_by_id",
+]
+
+
+def check_store(store: object, *, optional: bool = True) -> None:
+    """Check a ``store`` argument: a :class:`Store`, or ``None`` where ``optional`` (the front
+    door then makes a memory store).
+
+    Raises:
+        ConfigurationError: It lacks async ``get``, ``set`` or ``delete``.
+    """
+    if (store is not None or not optional) and not isinstance(store, Store):
+        raise ConfigurationError(
+            f"store must have async get, set and delete methods, got {type(store).__name__}"
+        )
+
+
+def check_summarizer(summarizer: object) -> None:
+    """Check a ``summarizer`` argument.
+
+    Raises:
+        ConfigurationError: It is not callable.
+    """
+    if not callable(summarizer):
+        raise ConfigurationError("summarizer must be a callable (messages, context) -> str")
+
+
+def check_token_counter(token_counter: object) -> None:
+    """Check a ``token_counter`` argument.
+
+    Raises:
+        ConfigurationError: It is not callable.
+    """
+    if not callable(token_counter):
+        raise ConfigurationError(
+            f"token_counter must be a callable (text) -> int, got {type(token_counter).__name__}"
+        )
+
+
+def check_message_overhead(message_overhead: object) -> None:
+    """Check a ``message_overhead`` argument: an integer >= 0 (``bool`` is not one).
+
+    Raises:
+        ConfigurationError: Naming the argument.
+    """
+    if isinstance(message_overhead, bool) or not isinstance(message_overhead, int):
+        raise ConfigurationError("message_overhead must be an integer")
+    if message_overhead < 0:
+        raise ConfigurationError("message_overhead must not be negative")
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Check that a literal argument is one of ``choices``.
+
+    Raises:
+        ConfigurationError: Naming the argument, the choices and the value given.
+    """
+    if not isinstance(value, str) or value not in choices:
+        listed = " or ".join(repr(choice) for choice in choices)
+        raise ConfigurationError(f"{name} must be {listed}, got {value!r}")
+
+
+def check_flag(name: str, value: object) -> None:
+    """Check that an argument is ``True`` or ``False`` (not merely truthy).
+
+    Raises:
+        ConfigurationError: Naming the argument.
+    """
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+
+
+def check_template(name: str, template: object, **fields: object) -> None:
+    """Check a message template: a string with ``{summary}`` that formats with ``fields``.
+
+    Raises:
+        ConfigurationError: Naming the argument.
+    """
+    if not isinstance(template, str):
+        raise ConfigurationError(f"{name} must be a string containing {{summary}}")
+    try:
+        template.format(summary="", **fields)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise ConfigurationError(f"{name} is not a valid template: {exc}") from None
+    if "{summary}" not in template:
+        raise ConfigurationError(f"{name} must contain {{summary}}")
+
+
+def check_seconds_or_none(name: str, value: object) -> float | None:
+    """``None``, or a positive, finite number of seconds given as a number.
+
+    :func:`slimcache.stores.toolkit.check_seconds` with one rule more: a constructor argument is
+    never a numeric string (only URL options are).
+
+    Raises:
+        ConfigurationError: Naming the setting.
+    """
+    if isinstance(value, str):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
+    return check_seconds(name, value, allow_none=True)
+
+
+def fingerprints_by_id(fingerprint: object) -> bool:
+    """Check a ``fingerprint`` setting; return whether messages are fingerprinted by id.
+
+    Raises:
+        ConfigurationError: It is neither ``"content"`` nor ``"id"``.
+    """
+    check_choice("fingerprint", fingerprint, ("content", "id"))
+    return fingerprint == "id"
+
+
+def check_callables(callables: Mapping[str, object]) -> None:
+    """Check that every given (not ``None``) hook or function is callable.
+
+    Raises:
+        ConfigurationError: Naming the first that is not.
+    """
+    for name, value in callables.items():
+        if value is not None and not callable(value):
+            raise ConfigurationError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def check_lock_wait(lock_wait: object) -> float:
+    """Check a ``lock_wait`` argument: a number of seconds >= 0; return it as a float.
+
+    Raises:
+        ConfigurationError: Naming the argument.
+    """
+    if (
+        isinstance(lock_wait, bool)
+        or not isinstance(lock_wait, (int, float))
+        or math.isnan(lock_wait)
+        or lock_wait < 0
+    ):
+        raise ConfigurationError(f"lock_wait must be a number of seconds >= 0, got {lock_wait!r}")
+    return float(lock_wait)

@@ -1,0 +1,338 @@
+"""Every argument of every front door is checked, with a message naming it, before any write.
+
+The table below holds wrong values for each argument; the test reads each front door's
+parameters from its signature, so an argument added without a wrong-value case fails here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import FrozenInstanceError, fields
+from typing import Any
+
+import pytest
+
+from slimcache import (
+    CachedSummarizer,
+    Compaction,
+    ConfigurationError,
+    ConversationCompressor,
+    ConversationWindowMemory,
+    InvalidInput,
+    KeepMessages,
+    MessageThreshold,
+    Prompts,
+    SlidingWindow,
+    SummarizeCompressor,
+    TokenWindowMemory,
+    TrimCompressor,
+    cached_summarizer,
+)
+from slimcache.core.settings import (
+    DEFAULT_KEEP,
+    CacheOptions,
+    Coordination,
+    ErrorHandling,
+    Hooks,
+    SummaryFormat,
+    Timeouts,
+)
+from tests.fakes import CountingStore, RecordingSummarizer
+
+
+def plain_summarize(messages: list[dict[str, Any]]) -> str:
+    return "summary"
+
+
+class NotAStore:
+    """Has a ``get`` but not the rest of the store protocol."""
+
+    async def get(self, key: str) -> str | None:
+        return None
+
+
+NOT_CALLABLE = ["print", 5]
+POSITIVE_INT = ["10", 0, -3, True, 2.5, None]
+SECONDS_OR_NONE = ["5", 0, -1.0, True, math.inf, math.nan, [5]]
+STORE = ["redis://localhost:6379/0", 5, NotAStore()]
+
+# Wrong values by argument name; an argument means the same in every front door taking it.
+BAD: dict[str, list[Any]] = {
+    "summarizer": [None, "gpt-4o", 5],
+    "summarize": [None, "gpt-4o", 5],
+    "store": STORE,
+    "trigger": [5, "messages", KeepMessages(3)],
+    "keep": [5, "all", MessageThreshold(3)],
+    "strategy": ["merge", "custom", 5, None],
+    "max_summary_tokens": POSITIVE_INT,
+    "summary_budget": POSITIVE_INT,
+    "prompts": ["hello", 5, {"summarize": "Summarize."}],
+    "token_counter": [5, "tiktoken", None],
+    "message_overhead": ["4", -1, True, 1.5, None],
+    "summary_role": ["robot", "System", 5, None],
+    "summary_template": [5, None, "no placeholder", "{summary} {unknown}", "{summary} {"],
+    "namespace": [5, None, "a\nb", "nul\x00"],
+    "ttl": ["60", 0, -1, True, math.inf, math.nan],
+    "checkpoints": POSITIVE_INT,
+    "summarizer_timeout": SECONDS_OR_NONE,
+    "store_timeout": SECONDS_OR_NONE,
+    "on_summarizer_error": ["ignore", 5, None],
+    "on_store_error": ["ignore", 5, None],
+    "summarizer_id": [5, "", b"model"],
+    "reuse_entries": ["some", 5, None],
+    "lock_wait": ["30", -1, True, None, math.nan],
+    "lease_ttl": ["10", 0, -1, True, None, math.inf],
+    "single_writer": ["yes", 1, None],
+    "fingerprint": ["hash", 5, None],
+    "on_evict": NOT_CALLABLE,
+    "on_compress": NOT_CALLABLE,
+    "on_cache_hit": NOT_CALLABLE,
+    "on_error": NOT_CALLABLE,
+    "on_compact_start": NOT_CALLABLE,
+    "on_compact_end": NOT_CALLABLE,
+    "window_size": POSITIVE_INT,
+    "batch": [1, 0, "4", True, 2.5],
+    "extend": NOT_CALLABLE,
+    "mode": ["manual", 5, None],
+    "context_window": POSITIVE_INT,
+    "instructions": ["", "   ", 5],
+    "session_role": ["assistant", 5, None],
+    "session_template": [5, None, "no placeholder", "{summary} {start}"],
+    "chunk_size": POSITIVE_INT,
+    "max_tokens": POSITIVE_INT,
+    "keep_system": ["yes", 1, None],
+    # The id is a thread id, and a malformed thread id is InvalidInput everywhere.
+    "id": ["", 1.5, None, True],
+}
+
+# What each argument's wrong value raises, and the name its message uses, where not
+# ConfigurationError and the argument's own name.
+RAISES: dict[str, tuple[type[Exception], str]] = {"id": (InvalidInput, "thread_id")}
+
+
+def summarize_compressor(recorder: CountingStore, **args: Any) -> Any:
+    return SummarizeCompressor(
+        args.pop("summarizer", RecordingSummarizer()), args.pop("store", recorder), **args
+    )
+
+
+def conversation_compressor(recorder: CountingStore, **args: Any) -> Any:
+    return ConversationCompressor(args.pop("summarizer", RecordingSummarizer()), **args)
+
+
+def sliding_window(recorder: CountingStore, **args: Any) -> Any:
+    return SlidingWindow(
+        args.pop("id", "w"),
+        args.pop("window_size", 4),
+        args.pop("summarizer", RecordingSummarizer()),
+        args.pop("store", recorder),
+        **args,
+    )
+
+
+def cached_summarizer_class(recorder: CountingStore, **args: Any) -> Any:
+    return CachedSummarizer(
+        args.pop("summarize", plain_summarize), args.pop("store", recorder), **args
+    )
+
+
+def cached_summarizer_decorator(recorder: CountingStore, **args: Any) -> Any:
+    # The decorator reports a wrong argument where it is written, before wrapping anything.
+    return cached_summarizer(args.pop("store", recorder), **args)
+
+
+def compaction(recorder: CountingStore, **args: Any) -> Any:
+    args.setdefault("context_window", 1000)
+    args.setdefault("store", recorder)
+    return Compaction(args.pop("mode", "llm"), **args)
+
+
+def conversation_window_memory(recorder: CountingStore, **args: Any) -> Any:
+    return ConversationWindowMemory(args.pop("store", recorder), args.pop("window_size", 8), **args)
+
+
+def token_window_memory(recorder: CountingStore, **args: Any) -> Any:
+    return TokenWindowMemory(args.pop("store", recorder), args.pop("max_tokens", 100), **args)
+
+
+def trim_compressor(recorder: CountingStore, **args: Any) -> Any:
+    return TrimCompressor(args.pop("max_tokens", 100), **args)
+
+
+# Each front door, and how to build it from valid arguments with some replaced.
+FRONT_DOORS: dict[Callable[..., Any], Callable[..., Any]] = {
+    SummarizeCompressor: summarize_compressor,
+    ConversationCompressor: conversation_compressor,
+    SlidingWindow: sliding_window,
+    CachedSummarizer: cached_summarizer_class,
+    cached_summarizer: cached_summarizer_decorator,
+    Compaction: compaction,
+    ConversationWindowMemory: conversation_window_memory,
+    TokenWindowMemory: token_window_memory,
+    TrimCompressor: trim_compressor,
+}
+
+
+def parameters(door: Callable[..., Any]) -> list[str]:
+    return [name for name in inspect.signature(door).parameters if name != "self"]
+
+
+CASES = [
+    pytest.param(door, name, value, id=f"{door.__name__}-{name}-{number}")
+    for door in FRONT_DOORS
+    for name in parameters(door)
+    for number, value in enumerate(BAD.get(name, []))
+]
+
+
+@pytest.mark.parametrize("door", list(FRONT_DOORS), ids=lambda door: door.__name__)
+def test_every_argument_has_wrong_values(door: Callable[..., Any]) -> None:
+    untested = [name for name in parameters(door) if not BAD.get(name)]
+    assert not untested, f"{door.__name__} arguments without a wrong-value case: {untested}"
+
+
+@pytest.mark.parametrize("door", list(FRONT_DOORS), ids=lambda door: door.__name__)
+def test_valid_arguments_build_and_write_nothing(door: Callable[..., Any]) -> None:
+    store = CountingStore()
+    FRONT_DOORS[door](store)
+    assert (store.sets, store.deletes, store.data) == (0, 0, {})
+
+
+@pytest.mark.parametrize(("door", "name", "value"), CASES)
+def test_wrong_value_is_rejected_naming_the_argument(
+    door: Callable[..., Any], name: str, value: Any
+) -> None:
+    store = CountingStore()
+    error, named = RAISES.get(name, (ConfigurationError, name))
+    with pytest.raises(error) as caught:
+        FRONT_DOORS[door](store, **{name: value})
+    assert named in str(caught.value)
+    assert (store.sets, store.deletes, store.data) == (0, 0, {})
+
+
+def test_siblings_keep_the_same_default() -> None:
+    summarizer = RecordingSummarizer()
+    stateless = SummarizeCompressor(summarizer)
+    stateful = ConversationCompressor(summarizer)
+    assert stateless._keep == stateful._keep == KeepMessages(DEFAULT_KEEP)
+
+
+def test_cached_summarizer_checks_every_argument_before_wrapping() -> None:
+    # Before, a wrong store_timeout passed the decorator and failed only once it wrapped.
+    with pytest.raises(ConfigurationError, match="store_timeout"):
+        cached_summarizer(store_timeout="5")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- the groups
+
+
+def values(group: Any) -> dict[str, Any]:
+    """A group's fields by name, as given (``asdict`` would turn ``Prompts`` into a dict)."""
+    return {field.name: getattr(group, field.name) for field in fields(group)}
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+async def hook(*args: Any) -> None:
+    return None
+
+
+VALID_GROUPS = [
+    SummaryFormat(
+        max_summary_tokens=200,
+        prompts=Prompts(summarize="Sum up in {max_tokens}.", extend="Extend in {max_tokens}."),
+        token_counter=count_words,
+        message_overhead=0,
+        summary_role="developer",
+        summary_template="Earlier ({start}-{end}, {count}): {summary}",
+    ),
+    CacheOptions(
+        namespace="app",
+        ttl=60.0,
+        checkpoints=3,
+        reuse_entries="any",
+        fingerprint="id",
+        summarizer_id="gpt-4o",
+    ),
+    Coordination(lock_wait=0.0, lease_ttl=2.5, single_writer=True),
+    Timeouts(summarizer_timeout=1.5, store_timeout=None),
+    ErrorHandling(on_summarizer_error="uncompressed", on_store_error="bypass"),
+    Hooks(on_evict=hook, on_compress=print, on_compact_end=hook),
+]
+
+
+@pytest.mark.parametrize("group", VALID_GROUPS, ids=lambda group: type(group).__name__)
+def test_valid_group_round_trips(group: Any) -> None:
+    again = type(group)(**values(group))
+    assert again == group
+    assert values(again) == values(group)
+    first = next(iter(values(group)))
+    with pytest.raises(FrozenInstanceError):
+        setattr(group, first, None)
+
+
+def test_group_defaults_are_the_front_doors_defaults() -> None:
+    defaults = inspect.signature(SummarizeCompressor).parameters
+    for group in (SummaryFormat(), CacheOptions(), Coordination(), Timeouts(), ErrorHandling()):
+        for name, value in values(group).items():
+            assert defaults[name].default == value, name
+    assert SummaryFormat().resolved_prompts == Prompts()
+    assert Hooks().pick("on_evict", "on_error") == {"on_evict": None, "on_error": None}
+
+
+def test_groups_normalize_numbers_to_float() -> None:
+    assert CacheOptions(ttl=5).ttl == 5.0
+    assert isinstance(CacheOptions(ttl=5).ttl, float)
+    coordination = Coordination(lock_wait=3, lease_ttl=7)
+    assert (coordination.lock_wait, coordination.lease_ttl) == (3.0, 7.0)
+    assert isinstance(Timeouts(summarizer_timeout=2).summarizer_timeout, float)
+    assert CacheOptions(fingerprint="id").by_id
+    assert not CacheOptions().by_id
+
+
+GROUP_FIELDS: list[tuple[type[Any], str]] = [
+    (SummaryFormat, "max_summary_tokens"),
+    (SummaryFormat, "prompts"),
+    (SummaryFormat, "token_counter"),
+    (SummaryFormat, "message_overhead"),
+    (SummaryFormat, "summary_role"),
+    (SummaryFormat, "summary_template"),
+    (CacheOptions, "namespace"),
+    (CacheOptions, "ttl"),
+    (CacheOptions, "checkpoints"),
+    (CacheOptions, "reuse_entries"),
+    (CacheOptions, "fingerprint"),
+    (CacheOptions, "summarizer_id"),
+    (Coordination, "lock_wait"),
+    (Coordination, "lease_ttl"),
+    (Coordination, "single_writer"),
+    (Timeouts, "summarizer_timeout"),
+    (Timeouts, "store_timeout"),
+    (ErrorHandling, "on_summarizer_error"),
+    (ErrorHandling, "on_store_error"),
+    *[(Hooks, name) for name in values(Hooks())],
+]
+
+
+def test_every_group_field_has_a_case() -> None:
+    groups = {type(group) for group in VALID_GROUPS}
+    listed = {(group, name) for group in groups for name in values(group())}
+    assert listed == set(GROUP_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("group", "name", "value"),
+    [
+        pytest.param(group, name, value, id=f"{group.__name__}-{name}-{number}")
+        for group, name in GROUP_FIELDS
+        for number, value in enumerate(BAD[name])
+    ],
+)
+def test_invalid_group_raises_naming_the_field(group: type[Any], name: str, value: Any) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        group(**{name: value})
+    assert name in str(caught.value)
