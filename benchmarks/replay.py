@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from slimcache import SupportsClose, open_store
+from slimcache import open_store
 from slimcache.bench.datasets import load_chitchat, select_conversations
 from slimcache.bench.engine import BenchReport, OfflineSummarizer, run_bench
+from slimcache.stores import SupportsClose
 
 MIN_MESSAGES = 40
 

@@ -42,9 +42,10 @@ A third-party adapter runs the whole suite with a short ``conftest.py`` and one 
 The test methods carry the ``asyncio`` mark, so they run under pytest-asyncio in both its
 ``strict`` and ``auto`` modes (in ``strict`` mode declare the fixture with
 ``pytest_asyncio.fixture`` as above). Cases about an optional ability
-(:class:`~slimcache.SupportsSetIfAbsent`, :class:`~slimcache.SupportsGetMany`,
-:class:`~slimcache.SupportsCompareAndSet`, :class:`~slimcache.SupportsBatch`,
-:class:`~slimcache.SupportsClose`) are skipped when the store does not have it. A subclass can
+(:class:`~slimcache.stores.SupportsSetIfAbsent`, :class:`~slimcache.stores.SupportsGetMany`,
+:class:`~slimcache.stores.SupportsCompareAndSet`, :class:`~slimcache.stores.SupportsBatch`,
+:class:`~slimcache.stores.SupportsClose`) are skipped when the store does not have it. A
+subclass can
 tune the class attributes (``short_ttl``, ``expiry_wait``, ``race_tasks``,
 ``large_value_size``), for instance to give a store with a coarse expiry sweep more time.
 

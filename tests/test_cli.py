@@ -21,13 +21,12 @@ from slimcache import (
     MemoryStore,
     Store,
     SummarizeCompressor,
-    SupportsClose,
-    ThreadKeys,
     cached_summarizer,
     open_store,
 )
 from slimcache.cli.app import build_app
 from slimcache.recipes.maintenance import clear_thread, thread_ranges
+from slimcache.stores import SupportsClose, ThreadKeys
 from tests.fakes import CountingStore, RecordingSummarizer, chat
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

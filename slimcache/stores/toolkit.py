@@ -23,8 +23,9 @@ The rules they share:
 - **Timeouts.** Every call is bounded: ``DEFAULT_STORE_TIMEOUT`` seconds unless configured,
   checked with :func:`check_seconds`, and enforced with :func:`run_bounded`, which returns at
   the bound even when the cancelled driver call takes long to unwind. A store whose every call
-  is bounded so says with a ``call_timeout`` property (:class:`~slimcache.SupportsCallTimeout`),
-  and the compressor then sets no timer of its own.
+  is bounded so says with a ``call_timeout`` property
+  (:class:`~slimcache.stores.SupportsCallTimeout`), and the compressor then sets no timer of
+  its own.
 - **Options.** A ``from_url`` option may be given in the URL's query or as a keyword argument,
   never both: :func:`combine_options` raises instead of silently picking one.
 - **Values.** Bytes that are not UTF-8 (written by some other program) are decoded with
@@ -307,7 +308,7 @@ async def run_op(store: Any, op: StoreOp) -> Any:
     """Carry out one batch operation with ``store``'s own methods, as a call of its own.
 
     For a store that runs some batches one call at a time (see
-    :class:`slimcache.SupportsBatch`): ``store`` needs the methods the operation names.
+    :class:`slimcache.stores.SupportsBatch`): ``store`` needs the methods the operation names.
 
     Returns:
         The operation's result, as ``batch`` gives it.

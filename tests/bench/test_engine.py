@@ -23,11 +23,7 @@ from slimcache import (
     Store,
     SummarizerError,
     SummaryContext,
-    SupportsCompareAndSet,
-    SupportsGetMany,
-    SupportsSetIfAbsent,
     approx_tokens,
-    count_message_tokens,
 )
 from slimcache.bench.datasets import (
     BenchConversation,
@@ -49,6 +45,8 @@ from slimcache.bench.engine import (
     timed_store,
     write_plot,
 )
+from slimcache.messages.checks import count_message_tokens
+from slimcache.stores import SupportsCompareAndSet, SupportsGetMany, SupportsSetIfAbsent
 from tests.fakes import CountingStore
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

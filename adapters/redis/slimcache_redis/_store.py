@@ -22,16 +22,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from slimcache import (
+from slimcache import ConfigurationError, StoreTimeout
+from slimcache.stores import (
     CompareAndDeleteOp,
     CompareAndSetOp,
-    ConfigurationError,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
     SetOp,
     StoreOp,
-    StoreTimeout,
 )
 from slimcache.stores.toolkit import (
     DEFAULT_STORE_TIMEOUT,
@@ -432,8 +431,9 @@ class RedisStore(ClosingStore):
 
     @property
     def call_timeout(self) -> float:
-        """The same bound, stated for the compressor (:class:`~slimcache.SupportsCallTimeout`):
-        every call, however many round trips it makes, ends within ``timeout``."""
+        """The same bound, stated for the compressor
+        (:class:`~slimcache.stores.SupportsCallTimeout`): every call, however many round trips
+        it makes, ends within ``timeout``."""
         return self._timeout
 
     def _key(self, key: str) -> bytes:
@@ -652,7 +652,7 @@ class RedisStore(ClosingStore):
         time instead.
 
         Returns:
-            One result per operation (see :class:`slimcache.SupportsBatch`).
+            One result per operation (see :class:`slimcache.stores.SupportsBatch`).
 
         Raises:
             ConfigurationError: An operation is malformed (nothing is sent).

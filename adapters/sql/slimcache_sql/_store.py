@@ -42,17 +42,15 @@ from sqlalchemy.schema import CreateTable
 from sqlalchemy.sql.expression import Executable
 from sqlalchemy.util import greenlet_spawn
 
-from slimcache import (
+from slimcache import ConfigurationError, MissingExtraError, StoreTimeout
+from slimcache.stores import (
     CompareAndDeleteOp,
     CompareAndSetOp,
-    ConfigurationError,
     DeleteOp,
     GetOp,
-    MissingExtraError,
     SetIfAbsentOp,
     SetOp,
     StoreOp,
-    StoreTimeout,
 )
 from slimcache.stores.toolkit import (
     DEFAULT_STORE_TIMEOUT,
@@ -474,8 +472,9 @@ class SQLStore(ClosingStore):
 
     @property
     def call_timeout(self) -> float:
-        """The same bound, stated for the compressor (:class:`~slimcache.SupportsCallTimeout`):
-        every call, however many round trips it makes, ends within ``timeout``."""
+        """The same bound, stated for the compressor
+        (:class:`~slimcache.stores.SupportsCallTimeout`): every call, however many round trips
+        it makes, ends within ``timeout``."""
         return self._timeout
 
     def __repr__(self) -> str:
@@ -722,7 +721,7 @@ class SQLStore(ClosingStore):
         """Run ``ops`` in order in one transaction: all of them take effect, or none.
 
         Returns:
-            One result per operation (see :class:`slimcache.SupportsBatch`).
+            One result per operation (see :class:`slimcache.stores.SupportsBatch`).
 
         Raises:
             ConfigurationError: An operation is malformed (nothing runs).
