@@ -33,6 +33,8 @@ from slimcache.stores.protocol import (
 from slimcache.stores.registry import ENTRY_POINT_GROUP, open_store, store_schemes
 from slimcache.stores.toolkit import (
     DEFAULT_STORE_TIMEOUT,
+    BoundedStore,
+    CallBoundedStore,
     ClosingStore,
     check_ops,
     check_seconds,
@@ -49,6 +51,8 @@ from slimcache.stores.toolkit import (
 __all__ = [
     "DEFAULT_STORE_TIMEOUT",
     "ENTRY_POINT_GROUP",
+    "BoundedStore",
+    "CallBoundedStore",
     "ClosingStore",
     "CompareAndDeleteOp",
     "CompareAndSetOp",
