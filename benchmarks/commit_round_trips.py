@@ -41,8 +41,8 @@ from slimcache import (
     Store,
     SummarizeCompressor,
     SummaryContext,
-    ThreadKeys,
 )
+from slimcache.stores import ThreadKeys
 from tests.fakes import WithoutBatch
 
 STORES = ("memory", "redis", "sqlite", "postgres")

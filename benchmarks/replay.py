@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from slimcache import SupportsClose, open_store
+from slimcache import open_store
 from slimcache.bench.datasets import load_chitchat, select_conversations
 from slimcache.bench.engine import run_bench
 from slimcache.bench.results import BenchReport
 from slimcache.bench.summarizers import OfflineSummarizer
+from slimcache.stores import SupportsClose
 
 MIN_MESSAGES = 40
 

@@ -1,4 +1,14 @@
-"""slimcache: cached, incremental conversation summaries kept in your own store."""
+"""slimcache: cached, incremental conversation summaries kept in your own store.
+
+This package holds the names an application needs: the front doors, their triggers, keeps,
+strategies and summarizer types, results, errors, and the store it picks. Writing or inspecting
+a store is :mod:`slimcache.stores`; checking one is :mod:`slimcache.testing`.
+"""
+
+import importlib as _importlib
+import typing as _typing
+import warnings as _warnings
+from types import ModuleType as _ModuleType
 
 from slimcache._exceptions import (
     ConfigurationError,
@@ -9,9 +19,8 @@ from slimcache._exceptions import (
     StoreTimeout,
     SummarizerError,
 )
+from slimcache._public import publish as _publish
 from slimcache.core.compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
-from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache.core.keys import ThreadKeys, encode_thread_id, fingerprint_chain
 from slimcache.core.policy import (
     AnyOf,
     ContextWindow,
@@ -26,16 +35,7 @@ from slimcache.core.policy import (
     WindowState,
 )
 from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
-from slimcache.core.strategies import (
-    Concat,
-    Custom,
-    Extend,
-    Hybrid,
-    MergeFunction,
-    Replace,
-    Strategy,
-    StrategyName,
-)
+from slimcache.core.strategies import Concat, Custom, Extend, Hybrid, Replace, Strategy
 from slimcache.core.summarizer import (
     DEFAULT_CONDENSE_PROMPT,
     DEFAULT_EXTEND_PROMPT,
@@ -49,64 +49,66 @@ from slimcache.messages.checks import (
     Message,
     TokenCounter,
     approx_tokens,
-    count_message_tokens,
-    render_transcript,
     unwrap_messages,
     wrap_messages,
 )
-from slimcache.recipes.cached_summarizer import (
-    CachedSummarizer,
-    ExtendFunction,
-    PlainSummarizer,
-    cached_summarizer,
-)
+from slimcache.recipes.cached_summarizer import CachedSummarizer, cached_summarizer
 from slimcache.recipes.compaction import (
-    DEFAULT_SESSION_TEMPLATE,
-    NEW_SESSION_TOOL,
     Compaction,
     CompactionMode,
     ContextStatus,
     NewSession,
     ToolError,
 )
-from slimcache.recipes.conversation_compressor import ConversationCompressor, ConversationStats
-from slimcache.recipes.sliding_window import SlidingWindow, WindowStats
+from slimcache.recipes.conversation_compressor import ConversationCompressor
+from slimcache.recipes.sliding_window import SlidingWindow
 from slimcache.recipes.trim import TrimCompressor, TrimResult
 from slimcache.recipes.window_memory import ConversationWindowMemory, TokenWindowMemory
-from slimcache.stores.protocol import (
-    CompareAndDeleteOp,
-    CompareAndSetOp,
-    DeleteOp,
-    GetOp,
-    MemoryStore,
-    SetIfAbsentOp,
-    SetOp,
-    Store,
-    StoreOp,
-    SupportsBatch,
-    SupportsCallTimeout,
-    SupportsClose,
-    SupportsCompareAndSet,
-    SupportsGetMany,
-    SupportsSetIfAbsent,
-)
-from slimcache.stores.registry import open_store
+from slimcache.stores import MemoryStore, Store, open_store
+
+if _typing.TYPE_CHECKING:
+    # The deprecated names, typed for checkers; at run time __getattr__ serves them.
+    from slimcache.core.keys import fingerprint_chain as fingerprint_chain
+    from slimcache.core.strategies import MergeFunction as MergeFunction
+    from slimcache.core.strategies import StrategyName as StrategyName
+    from slimcache.messages.checks import count_message_tokens as count_message_tokens
+    from slimcache.messages.checks import render_transcript as render_transcript
+    from slimcache.recipes.cached_summarizer import ExtendFunction as ExtendFunction
+    from slimcache.recipes.cached_summarizer import PlainSummarizer as PlainSummarizer
+    from slimcache.recipes.compaction import DEFAULT_SESSION_TEMPLATE as DEFAULT_SESSION_TEMPLATE
+    from slimcache.recipes.compaction import NEW_SESSION_TOOL as NEW_SESSION_TOOL
+    from slimcache.recipes.conversation_compressor import ConversationStats as ConversationStats
+    from slimcache.recipes.sliding_window import WindowStats as WindowStats
+    from slimcache.stores import CompareAndDeleteOp as CompareAndDeleteOp
+    from slimcache.stores import CompareAndSetOp as CompareAndSetOp
+    from slimcache.stores import DeleteOp as DeleteOp
+    from slimcache.stores import GetOp as GetOp
+    from slimcache.stores import RangeRef as RangeRef
+    from slimcache.stores import SetIfAbsentOp as SetIfAbsentOp
+    from slimcache.stores import SetOp as SetOp
+    from slimcache.stores import StoreOp as StoreOp
+    from slimcache.stores import SummaryEntry as SummaryEntry
+    from slimcache.stores import SupportsBatch as SupportsBatch
+    from slimcache.stores import SupportsCallTimeout as SupportsCallTimeout
+    from slimcache.stores import SupportsClose as SupportsClose
+    from slimcache.stores import SupportsCompareAndSet as SupportsCompareAndSet
+    from slimcache.stores import SupportsGetMany as SupportsGetMany
+    from slimcache.stores import SupportsSetIfAbsent as SupportsSetIfAbsent
+    from slimcache.stores import ThreadIndex as ThreadIndex
+    from slimcache.stores import ThreadKeys as ThreadKeys
+    from slimcache.stores import encode_thread_id as encode_thread_id
 
 __version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT_CONDENSE_PROMPT",
     "DEFAULT_EXTEND_PROMPT",
-    "DEFAULT_SESSION_TEMPLATE",
     "DEFAULT_SUMMARIZE_PROMPT",
     "DEFAULT_SUMMARY_TEMPLATE",
-    "NEW_SESSION_TOOL",
     "AnyOf",
     "CachedSummarizer",
     "Compaction",
     "CompactionMode",
-    "CompareAndDeleteOp",
-    "CompareAndSetOp",
     "CompressEvent",
     "CompressionResult",
     "Concat",
@@ -115,14 +117,10 @@ __all__ = [
     "ContextWindow",
     "Conversation",
     "ConversationCompressor",
-    "ConversationStats",
     "ConversationWindowMemory",
     "Custom",
-    "DeleteOp",
     "EvictableTokens",
     "Extend",
-    "ExtendFunction",
-    "GetOp",
     "Hybrid",
     "InvalidInput",
     "Keep",
@@ -130,40 +128,24 @@ __all__ = [
     "KeepTokens",
     "Manual",
     "MemoryStore",
-    "MergeFunction",
     "Message",
     "MessageThreshold",
     "MissingExtraError",
     "NewSession",
     "Outcome",
-    "PlainSummarizer",
     "Prompts",
-    "RangeRef",
     "Replace",
-    "SetIfAbsentOp",
-    "SetOp",
     "SlidingWindow",
     "SlimcacheError",
     "Stats",
     "Store",
     "StoreError",
-    "StoreOp",
     "StoreTimeout",
     "Strategy",
-    "StrategyName",
     "SummarizeCompressor",
     "Summarizer",
     "SummarizerError",
     "SummaryContext",
-    "SummaryEntry",
-    "SupportsBatch",
-    "SupportsCallTimeout",
-    "SupportsClose",
-    "SupportsCompareAndSet",
-    "SupportsGetMany",
-    "SupportsSetIfAbsent",
-    "ThreadIndex",
-    "ThreadKeys",
     "TokenCounter",
     "TokenThreshold",
     "TokenWindowMemory",
@@ -172,15 +154,82 @@ __all__ = [
     "TrimCompressor",
     "TrimResult",
     "WindowState",
-    "WindowStats",
     "__version__",
     "approx_tokens",
     "cached_summarizer",
-    "count_message_tokens",
-    "encode_thread_id",
-    "fingerprint_chain",
     "open_store",
-    "render_transcript",
     "unwrap_messages",
     "wrap_messages",
 ]
+
+_publish(__name__, globals(), __all__)
+
+_STORES = "slimcache.stores"
+_MESSAGES = "slimcache.messages.checks"
+
+# Names this package exported before 0.3, served for one more release with a warning: the
+# module each one now comes from.
+_MOVED: dict[str, str] = {
+    "CompareAndDeleteOp": _STORES,
+    "CompareAndSetOp": _STORES,
+    "ConversationStats": "slimcache.recipes.conversation_compressor",
+    "DEFAULT_SESSION_TEMPLATE": "slimcache.recipes.compaction",
+    "DeleteOp": _STORES,
+    "ExtendFunction": "slimcache.recipes.cached_summarizer",
+    "GetOp": _STORES,
+    "MergeFunction": "slimcache.core.strategies",
+    "NEW_SESSION_TOOL": "slimcache.recipes.compaction",
+    "PlainSummarizer": "slimcache.recipes.cached_summarizer",
+    "RangeRef": _STORES,
+    "SetIfAbsentOp": _STORES,
+    "SetOp": _STORES,
+    "StoreOp": _STORES,
+    "StrategyName": "slimcache.core.strategies",
+    "SummaryEntry": _STORES,
+    "SupportsBatch": _STORES,
+    "SupportsCallTimeout": _STORES,
+    "SupportsClose": _STORES,
+    "SupportsCompareAndSet": _STORES,
+    "SupportsGetMany": _STORES,
+    "SupportsSetIfAbsent": _STORES,
+    "ThreadIndex": _STORES,
+    "ThreadKeys": _STORES,
+    "WindowStats": "slimcache.recipes.sliding_window",
+    "count_message_tokens": _MESSAGES,
+    "encode_thread_id": _STORES,
+    "render_transcript": _MESSAGES,
+}
+
+# Deprecated with no public replacement: the legacy key fingerprint, now internal.
+_WITHDRAWN: dict[str, str] = {"fingerprint_chain": "slimcache.core.keys"}
+
+
+# Hidden from type checkers, which would otherwise accept any name at all as an attribute;
+# they see the deprecated names through the imports above instead.
+if not _typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """Serve a name moved out of this package, warning where it lives now."""
+        if name in _MOVED:
+            home = _MOVED[name]
+            message = f"slimcache.{name} is deprecated: import it from {home}"
+        elif name in _WITHDRAWN:
+            home = _WITHDRAWN[name]
+            message = (
+                f"slimcache.{name} is deprecated and no longer public; "
+                f"it remains, internal and subject to change, at {home}.{name}"
+            )
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        _warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return getattr(_importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    """The public names and the loaded public subpackages: never a deprecated name."""
+    names = set(__all__)
+    for name, value in globals().items():
+        public_module = isinstance(value, _ModuleType) and not name.startswith("_")
+        if public_module or (name.startswith("__") and name.endswith("__")):
+            names.add(name)
+    return sorted(names)

@@ -2,6 +2,8 @@
 
 from slimcache.stores.toolkit import (
     DEFAULT_STORE_TIMEOUT,
+    BoundedStore,
+    CallBoundedStore,
     ClosingStore,
     check_ops,
     check_seconds,
@@ -17,6 +19,8 @@ from slimcache.stores.toolkit import (
 
 __all__ = [
     "DEFAULT_STORE_TIMEOUT",
+    "BoundedStore",
+    "CallBoundedStore",
     "ClosingStore",
     "check_ops",
     "check_seconds",

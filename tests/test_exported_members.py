@@ -1,8 +1,23 @@
-"""The public API is one curated, sorted ``__all__``."""
+"""The public API is one small, curated, sorted ``__all__``; names moved out of it still import,
+with a warning naming their new home."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import pickle
+import subprocess
+import sys
+import traceback
+import typing
+import warnings
+
+import pytest
+
 import slimcache
+import slimcache.stores
+
+MOVED = sorted({**slimcache._MOVED, **slimcache._WITHDRAWN})
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -15,3 +30,116 @@ def test_all_is_sorted_and_complete() -> None:
     assert set(exported) == public - modules
     for name in exported:
         assert getattr(slimcache, name) is not None
+
+
+def test_the_top_level_is_small() -> None:
+    assert len(slimcache.__all__) <= 60
+
+
+def test_stores_all_is_sorted_and_complete() -> None:
+    exported = slimcache.stores.__all__
+    assert exported == sorted(exported, key=lambda n: (not n.isupper() or "_" not in n, n))
+    for name in exported:
+        assert getattr(slimcache.stores, name) is not None
+
+
+@pytest.mark.parametrize("name", MOVED)
+def test_a_moved_name_still_imports_with_a_warning_naming_its_home(name: str) -> None:
+    home = {**slimcache._MOVED, **slimcache._WITHDRAWN}[name]
+    with pytest.warns(DeprecationWarning, match=rf"slimcache\.{name}\b.*{home}") as caught:
+        value = getattr(slimcache, name)
+    assert caught[0].filename == __file__  # the warning points at the importer
+    assert value is getattr(importlib.import_module(home), name)
+    assert name not in slimcache.__all__
+    assert name not in dir(slimcache)
+
+
+def test_a_moved_name_warns_on_from_import() -> None:
+    with pytest.warns(DeprecationWarning, match="import it from slimcache.stores"):
+        from slimcache import GetOp
+    assert GetOp is slimcache.stores.GetOp
+
+
+def test_fingerprint_chain_is_no_longer_public() -> None:
+    with pytest.warns(DeprecationWarning, match="no longer public"):
+        slimcache.fingerprint_chain  # noqa: B018
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        slimcache.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(ImportError):
+        from slimcache import no_such_name  # type: ignore[attr-defined]  # noqa: F401
+
+
+def test_dir_lists_every_public_name_and_nothing_that_warns() -> None:
+    listed = dir(slimcache)
+    assert listed == sorted(listed)
+    assert set(slimcache.__all__) <= set(listed)
+    assert {"stores", "__version__", "__doc__"} <= set(listed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in listed:
+            getattr(slimcache, name)
+
+
+def _exported(module: typing.Any) -> list[tuple[str, typing.Any]]:
+    return [(name, getattr(module, name)) for name in module.__all__]
+
+
+@pytest.mark.parametrize(("module", "home"), [(slimcache, "slimcache"), (slimcache.stores, None)])
+def test_exported_classes_and_functions_name_the_public_module(
+    module: typing.Any, home: str | None
+) -> None:
+    for name, value in _exported(module):
+        if isinstance(value, type) or (callable(value) and hasattr(value, "__code__")):
+            if value.__module__.startswith(("typing", "collections")):
+                continue  # an alias of a typing construct has no module of its own
+            expected = {"slimcache", "slimcache.stores"} if home is None else {home}
+            assert value.__module__ in expected, name
+    # The names of both faces report the one they are imported from.
+    assert slimcache.stores.GetOp.__module__ == "slimcache.stores"
+    assert slimcache.stores.run_bounded.__module__ == "slimcache.stores"
+    assert slimcache.Store.__module__ == "slimcache"
+    assert slimcache.approx_tokens.__module__ == "slimcache"
+
+
+@pytest.mark.parametrize("module", [slimcache, slimcache.stores])
+def test_type_hints_of_exported_classes_still_resolve(module: typing.Any) -> None:
+    for _, value in _exported(module):
+        if isinstance(value, type) or hasattr(value, "__code__"):
+            typing.get_type_hints(value)
+
+
+def test_reprs_and_pickles_use_the_public_names() -> None:
+    keep = slimcache.KeepMessages(3)
+    assert repr(keep) == "KeepMessages(messages=3)"
+    assert repr(slimcache.KeepMessages) == "<class 'slimcache.KeepMessages'>"
+    assert dataclasses.is_dataclass(keep)
+    for value in (
+        keep,
+        slimcache.KeepTokens(100),
+        slimcache.MessageThreshold(10),
+        slimcache.stores.GetOp("k"),
+        slimcache.stores.SetOp("k", "v", ttl=None),
+    ):
+        assert pickle.loads(pickle.dumps(value)) == value
+    assert pickle.loads(pickle.dumps(slimcache.approx_tokens)) is slimcache.approx_tokens
+    error = pickle.loads(pickle.dumps(slimcache.ConfigurationError("bad")))
+    assert type(error) is slimcache.ConfigurationError
+
+
+def test_a_traceback_names_the_public_error() -> None:
+    try:
+        raise slimcache.ConfigurationError("bad option")
+    except slimcache.ConfigurationError as exc:
+        text = "".join(traceback.format_exception(exc))
+    assert "slimcache.ConfigurationError: bad option" in text
+
+
+def test_importing_slimcache_warns_about_nothing() -> None:
+    code = "import slimcache, slimcache.stores, slimcache.adapters"
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

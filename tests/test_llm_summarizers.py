@@ -26,8 +26,6 @@ from slimcache import (
     SummarizeCompressor,
     SummarizerError,
     SummaryContext,
-    SummaryEntry,
-    ThreadKeys,
 )
 from slimcache.core.summarizer import summarizer_name
 from slimcache.llm import (
@@ -36,6 +34,7 @@ from slimcache.llm import (
     AnthropicSummarizer,
     OpenAISummarizer,
 )
+from slimcache.stores import SummaryEntry, ThreadKeys
 from tests.servers.llm_server import ANTHROPIC_PATH, OPENAI_PATH, LLMServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,9 +3,15 @@
 - the :class:`Store` protocol and its optional abilities (``Supports*``) and batch operations;
 - :class:`MemoryStore`, the embedded default and the reference implementation;
 - the adapter-author toolkit: bounded, error-translating calls and option helpers;
-- :func:`open_store`, which picks a store by URL through the ``slimcache.stores`` entry points.
+- :func:`open_store`, which picks a store by URL through the ``slimcache.stores`` entry points;
+- what slimcache keeps in a store, to inspect it: the keys (:class:`ThreadKeys`,
+  :func:`encode_thread_id`) and the entries (:class:`SummaryEntry`, :class:`ThreadIndex`,
+  :class:`RangeRef`).
 """
 
+from slimcache._public import publish as _publish
+from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache.core.keys import ThreadKeys, encode_thread_id
 from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
@@ -27,6 +33,8 @@ from slimcache.stores.protocol import (
 from slimcache.stores.registry import ENTRY_POINT_GROUP, open_store, store_schemes
 from slimcache.stores.toolkit import (
     DEFAULT_STORE_TIMEOUT,
+    BoundedStore,
+    CallBoundedStore,
     ClosingStore,
     check_ops,
     check_seconds,
@@ -43,27 +51,34 @@ from slimcache.stores.toolkit import (
 __all__ = [
     "DEFAULT_STORE_TIMEOUT",
     "ENTRY_POINT_GROUP",
+    "BoundedStore",
+    "CallBoundedStore",
     "ClosingStore",
     "CompareAndDeleteOp",
     "CompareAndSetOp",
     "DeleteOp",
     "GetOp",
     "MemoryStore",
+    "RangeRef",
     "SetIfAbsentOp",
     "SetOp",
     "Store",
     "StoreOp",
+    "SummaryEntry",
     "SupportsBatch",
     "SupportsCallTimeout",
     "SupportsClose",
     "SupportsCompareAndSet",
     "SupportsGetMany",
     "SupportsSetIfAbsent",
+    "ThreadIndex",
+    "ThreadKeys",
     "call_bound",
     "check_ops",
     "check_seconds",
     "combine_options",
     "decode_value",
+    "encode_thread_id",
     "open_store",
     "positive_int",
     "run_bounded",
@@ -73,3 +88,5 @@ __all__ = [
     "translate_errors",
     "validate_ttl",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -23,8 +23,9 @@ The rules they share:
 - **Timeouts.** Every call is bounded: ``DEFAULT_STORE_TIMEOUT`` seconds unless configured,
   checked with :func:`check_seconds`, and enforced with :func:`run_bounded`, which returns at
   the bound even when the cancelled driver call takes long to unwind. A store whose every call
-  is bounded so says with a ``call_timeout`` property (:class:`~slimcache.SupportsCallTimeout`),
-  and the compressor then sets no timer of its own.
+  is bounded so says with a ``call_timeout`` property
+  (:class:`~slimcache.stores.SupportsCallTimeout`), and the compressor then sets no timer of
+  its own.
 - **Options.** A ``from_url`` option may be given in the URL's query or as a keyword argument,
   never both: :func:`combine_options` raises instead of silently picking one.
 - **Values.** Bytes that are not UTF-8 (written by some other program) are decoded with
@@ -37,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
@@ -57,6 +58,8 @@ from slimcache.stores.protocol import (
 
 __all__ = [
     "DEFAULT_STORE_TIMEOUT",
+    "BoundedStore",
+    "CallBoundedStore",
     "ClosingStore",
     "check_ops",
     "check_seconds",
@@ -77,6 +80,10 @@ DEFAULT_STORE_TIMEOUT = 5.0
 
 _Self = TypeVar("_Self", bound="ClosingStore")
 _T = TypeVar("_T")
+
+# asyncio.timeout (Python 3.11+): bounds a call in the caller's own task; before it, a call
+# that is to be bounded in place runs as a task of its own all the same.
+_TIMEOUT_SCOPE: Any = getattr(asyncio, "timeout", None)
 
 # Calls abandoned at their time bound that are still unwinding, referenced until they finish.
 _UNWINDING: set[asyncio.Future[Any]] = set()
@@ -303,11 +310,111 @@ class ClosingStore:
         await self.aclose()
 
 
+class BoundedStore(ClosingStore):
+    """Mixin for a store whose every call ends within ``timeout`` seconds, whatever the server.
+
+    The store calls :meth:`bound_calls` once, from ``__init__``, and runs each driver call
+    through :meth:`run_call`, which bounds it, turns the driver's failures into
+    :class:`~slimcache.StoreError` and running out of time into :class:`~slimcache.StoreTimeout`
+    (``"Redis GET of key 'a' failed: no answer within 5 s"``).
+    """
+
+    _timeout: float = DEFAULT_STORE_TIMEOUT
+
+    def bound_calls(self, timeout: object) -> float:
+        """Set the bound on each call, checked as the ``timeout`` option.
+
+        Returns:
+            The bound, in seconds.
+
+        Raises:
+            ConfigurationError: ``timeout`` is not a positive, finite number of seconds.
+        """
+        seconds = check_seconds("timeout", timeout)
+        assert seconds is not None
+        self._timeout = seconds
+        return seconds
+
+    @property
+    def timeout(self) -> float:
+        """Seconds each call may take before it fails with :class:`~slimcache.StoreTimeout`."""
+        return self._timeout
+
+    async def run_call(
+        self,
+        call: Awaitable[_T],
+        operation: str,
+        what: str | Callable[[], str],
+        *,
+        errors: tuple[type[BaseException], ...] = (),
+        timeouts: tuple[type[BaseException], ...] = (),
+        in_place: bool = False,
+        unwinding: set[asyncio.Future[Any]] | None = None,
+    ) -> _T:
+        """Await ``call`` within :attr:`timeout`, translating its failures.
+
+        Args:
+            call: The driver call.
+            operation: What is attempted, e.g. ``"Redis GET"``.
+            what: What it is attempted on, e.g. ``"key 'a'"``; a function when putting it
+                into words costs something, called only when the call fails.
+            errors: The driver's exception classes that mean the store failed (as for
+                :func:`translate_errors`); a store that translates them inside ``call``
+                itself leaves this empty.
+            timeouts: The driver's own timeout classes, e.g. redis-py's ``TimeoutError``.
+            in_place: Bound the call in the caller's own task (Python 3.11+), for a driver
+                that unwinds a cancelled call without waiting on the server; otherwise the
+                call runs as a task of its own (see :func:`run_bounded`).
+            unwinding: Where calls given up on are kept until they have unwound (see
+                :func:`run_bounded`).
+
+        Raises:
+            StoreTimeout: No answer within the bound, or the driver timed out.
+            StoreError: The driver failed with one of ``errors``.
+        """
+        try:
+            if in_place and _TIMEOUT_SCOPE is not None:
+                async with _TIMEOUT_SCOPE(self._timeout):
+                    return await call
+            return await run_bounded(call, self._timeout, unwinding=unwinding)
+        except asyncio.TimeoutError as exc:
+            raise self._no_answer(operation, what) from exc
+        except StoreError:
+            raise
+        except errors as exc:
+            raise store_error(operation, _words(what), exc, timeouts=timeouts) from exc
+
+    def _no_answer(self, operation: str, what: str | Callable[[], str]) -> StoreTimeout:
+        return StoreTimeout(
+            f"{operation} of {_words(what)} failed: no answer within {self._timeout:g} s"
+        )
+
+
+def _words(what: str | Callable[[], str]) -> str:
+    return what if isinstance(what, str) else what()
+
+
+class CallBoundedStore(BoundedStore):
+    """A :class:`BoundedStore` that states its bound for the compressor as ``call_timeout``
+    (:class:`~slimcache.stores.SupportsCallTimeout`).
+
+    Only for a store each of whose operations makes a single :meth:`~BoundedStore.run_call`,
+    however many round trips it holds: one that makes several in a row would take longer.
+    """
+
+    @property
+    def call_timeout(self) -> float:
+        """The same bound, stated for the compressor
+        (:class:`~slimcache.stores.SupportsCallTimeout`): every call, however many round trips
+        it makes, ends within ``timeout``."""
+        return self._timeout
+
+
 async def run_op(store: Any, op: StoreOp) -> Any:
     """Carry out one batch operation with ``store``'s own methods, as a call of its own.
 
     For a store that runs some batches one call at a time (see
-    :class:`slimcache.SupportsBatch`): ``store`` needs the methods the operation names.
+    :class:`slimcache.stores.SupportsBatch`): ``store`` needs the methods the operation names.
 
     Returns:
         The operation's result, as ``batch`` gives it.

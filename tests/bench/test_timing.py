@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slimcache import MemoryStore, SupportsCompareAndSet, SupportsGetMany, SupportsSetIfAbsent
+from slimcache import MemoryStore
 from slimcache.bench.timing import timed_store
+from slimcache.stores import SupportsCompareAndSet, SupportsGetMany, SupportsSetIfAbsent
 from tests.fakes import CountingStore
 
 

@@ -17,12 +17,11 @@ from slimcache import (
     MemoryStore,
     Store,
     SummarizeCompressor,
-    SupportsClose,
-    ThreadKeys,
     cached_summarizer,
     open_store,
 )
 from slimcache.recipes.maintenance import clear_thread, thread_ranges
+from slimcache.stores import SupportsClose, ThreadKeys
 from tests.cli.support import SMALL, conversation, flat, invoke, sqlite_url
 from tests.fakes import CountingStore, RecordingSummarizer, chat
 

@@ -33,15 +33,13 @@ from slimcache import (
     SummarizeCompressor,
     SummarizerError,
     SummaryContext,
-    ThreadIndex,
-    ThreadKeys,
     TokenThreshold,
     approx_tokens,
-    count_message_tokens,
     unwrap_messages,
     wrap_messages,
 )
-from slimcache.messages.checks import DEFAULT_MESSAGE_OVERHEAD
+from slimcache.messages.checks import DEFAULT_MESSAGE_OVERHEAD, count_message_tokens
+from slimcache.stores import ThreadIndex, ThreadKeys
 from slimcache.stores.protocol import SetOp, StoreOp
 from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, WithoutBatch, chat
 

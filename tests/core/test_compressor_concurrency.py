@@ -36,8 +36,8 @@ from slimcache import (
     Store,
     SummarizeCompressor,
     SummaryContext,
-    ThreadKeys,
 )
+from slimcache.stores import ThreadKeys
 from slimcache.testing import StoreFactory
 from tests.fakes import RecordingSummarizer, chat
 from tests.workers.replay_worker import (

@@ -32,10 +32,9 @@ from slimcache import (
     MessageThreshold,
     SummarizeCompressor,
     SummaryContext,
-    ThreadKeys,
-    render_transcript,
 )
-from slimcache.messages.checks import check_messages
+from slimcache.messages.checks import check_messages, render_transcript
+from slimcache.stores import ThreadKeys
 from tests.fakes import CountingStore, RecordingSummarizer, chat
 
 T = TypeVar("T")

@@ -17,7 +17,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import slimcache.core.keys as keys_module
-from slimcache import InvalidInput, SummaryEntry, ThreadIndex, ThreadKeys, encode_thread_id
+from slimcache import InvalidInput
 from slimcache.core.keys import (
     MAX_PLAIN_ID_LENGTH,
     SUFFIXES,
@@ -26,6 +26,7 @@ from slimcache.core.keys import (
 )
 from slimcache.core.plan import History
 from slimcache.messages.checks import check_messages
+from slimcache.stores import SummaryEntry, ThreadIndex, ThreadKeys, encode_thread_id
 
 NASTY = st.one_of(
     st.text(min_size=1),
@@ -279,7 +280,7 @@ def test_entry_round_trip_and_rejections() -> None:
 
 
 def test_index_round_trip_and_rejections() -> None:
-    from slimcache import RangeRef
+    from slimcache.stores import RangeRef
 
     index = ThreadIndex("t", (RangeRef(1, 9, "f" * 32),), entry())
     assert ThreadIndex.parse(index.to_json(), thread="t") == index
@@ -293,7 +294,7 @@ def test_index_round_trip_and_rejections() -> None:
 def test_an_index_read_again_is_not_parsed_again_and_unusable_ones_are_always_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from slimcache import RangeRef
+    from slimcache.stores import RangeRef
 
     index = ThreadIndex("memo", (RangeRef(1, 9, "f" * 32),), entry(thread="memo"))
     first = index.to_json()

@@ -9,17 +9,11 @@ from typing import Any
 
 import pytest
 
-from slimcache import (
-    KeepMessages,
-    MemoryStore,
-    MessageThreshold,
-    StoreError,
-    SummarizeCompressor,
-    ThreadKeys,
-)
+from slimcache import KeepMessages, MemoryStore, MessageThreshold, StoreError, SummarizeCompressor
 from slimcache.core.lease import Lease, lease_is_abandoned
 from slimcache.core.results import Stats
 from slimcache.core.thread_cache import StoreIO
+from slimcache.stores import ThreadKeys
 from slimcache.stores.protocol import StoreOp
 from tests.fakes import RecordingSummarizer, chat
 

@@ -8,14 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slimcache import (
-    KeepMessages,
-    KeepTokens,
-    MessageThreshold,
-    RangeRef,
-    SummaryEntry,
-    ThreadIndex,
-)
+from slimcache import KeepMessages, KeepTokens, MessageThreshold
 from slimcache.core.plan import (
     Extend,
     History,
@@ -34,6 +27,7 @@ from slimcache.core.plan import (
     read_index,
 )
 from slimcache.messages.checks import check_messages
+from slimcache.stores import RangeRef, SummaryEntry, ThreadIndex
 from tests.fakes import chat
 
 IDENTITY = Identity("s", "p", "extend")

@@ -1,8 +1,8 @@
 """Which store calls the compressor bounds with a timer of its own, and which it awaits directly.
 
 A store that states a bound on its calls no longer than ``store_timeout``
-(:class:`slimcache.SupportsCallTimeout`) is awaited in the caller's own task; any other store's
-call runs as a task of its own under the compressor's timer, as before. Frozen real servers
+(:class:`slimcache.stores.SupportsCallTimeout`) is awaited in the caller's own task; any other
+store's call runs as a task of its own under the compressor's timer, as before. Frozen real servers
 under both arrangements are in ``test_compressor_faults.py``.
 """
 
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from slimcache import MemoryStore, Stats, StoreError, StoreTimeout, SupportsCallTimeout
+from slimcache import MemoryStore, Stats, StoreError, StoreTimeout
 from slimcache.core.thread_cache import StoreIO, bounds_itself
+from slimcache.stores import SupportsCallTimeout
 from slimcache.stores.protocol import call_bound
 from slimcache.stores.toolkit import translate_errors
 from tests.fakes import CountingStore

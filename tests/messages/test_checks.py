@@ -19,8 +19,6 @@ from slimcache import (
     MessageThreshold,
     SummarizeCompressor,
     approx_tokens,
-    count_message_tokens,
-    render_transcript,
 )
 from slimcache.messages.checks import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -32,8 +30,10 @@ from slimcache.messages.checks import (
     RememberingCounter,
     _canonical,
     check_messages,
+    count_message_tokens,
     ids_as_records,
     message_text,
+    render_transcript,
 )
 from tests.fakes import CountingStore, RecordingSummarizer
 

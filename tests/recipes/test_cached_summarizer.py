@@ -19,24 +19,20 @@ from slimcache import (
     ConfigurationError,
     InvalidInput,
     MemoryStore,
-    RangeRef,
     Store,
     StoreError,
     SummarizerError,
-    SummaryEntry,
-    ThreadIndex,
-    ThreadKeys,
     approx_tokens,
     cached_summarizer,
-    fingerprint_chain,
 )
-from slimcache.core.keys import FINGERPRINT_PREFIX, fingerprint_range
+from slimcache.core.keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
 from slimcache.messages.checks import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
     LazyTokens,
     check_messages,
 )
+from slimcache.stores import RangeRef, SummaryEntry, ThreadIndex, ThreadKeys
 from slimcache.testing import StoreFactory
 from tests.fakes import FailingStore, chat, counting_hashes
 

@@ -21,8 +21,6 @@ from slimcache_redis import RedisStore
 from slimcache_sql import SQLStore
 
 from slimcache import (
-    DEFAULT_SESSION_TEMPLATE,
-    NEW_SESSION_TOOL,
     Compaction,
     ConfigurationError,
     ContextStatus,
@@ -31,10 +29,11 @@ from slimcache import (
     NewSession,
     Store,
     StoreError,
-    ThreadKeys,
     ToolError,
-    count_message_tokens,
 )
+from slimcache.messages.checks import count_message_tokens
+from slimcache.recipes.compaction import DEFAULT_SESSION_TEMPLATE, NEW_SESSION_TOOL
+from slimcache.stores import ThreadKeys
 from tests.fakes import CountingStore, FailingStore
 from tests.servers.sqlite_files import sqlite_url
 

@@ -39,8 +39,8 @@ from slimcache import (
     SummaryContext,
     TokenThreshold,
     WindowState,
-    count_message_tokens,
 )
+from slimcache.messages.checks import count_message_tokens
 from tests.fakes import RecordingSummarizer, chat
 
 ROOT = Path(__file__).resolve().parents[2]

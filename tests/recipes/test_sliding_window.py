@@ -24,10 +24,10 @@ from slimcache import (
     Store,
     SummarizerError,
     SummaryContext,
-    ThreadKeys,
     approx_tokens,
-    count_message_tokens,
 )
+from slimcache.messages.checks import count_message_tokens
+from slimcache.stores import ThreadKeys
 from tests.fakes import RecordingSummarizer, chat
 from tests.recipes.test_window_memory import RecordingStore, assistant_calls, tool, user
 

@@ -22,12 +22,11 @@ from slimcache import (
     MemoryStore,
     Store,
     StoreError,
-    SupportsClose,
-    ThreadKeys,
     TokenWindowMemory,
-    count_message_tokens,
     open_store,
 )
+from slimcache.messages.checks import count_message_tokens
+from slimcache.stores import SupportsClose, ThreadKeys
 from tests.fakes import CountingStore, chat
 
 ROOT = Path(__file__).resolve().parents[2]

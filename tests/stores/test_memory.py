@@ -12,16 +12,8 @@ from typing import Any
 
 import pytest
 
-from slimcache import (
-    ConfigurationError,
-    MemoryStore,
-    Store,
-    StoreError,
-    SupportsClose,
-    SupportsGetMany,
-    SupportsSetIfAbsent,
-    open_store,
-)
+from slimcache import ConfigurationError, MemoryStore, Store, StoreError, open_store
+from slimcache.stores import SupportsClose, SupportsGetMany, SupportsSetIfAbsent
 
 
 class FakeClock:

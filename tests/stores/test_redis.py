@@ -22,14 +22,8 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from slimcache_redis import RedisStore
 
-from slimcache import (
-    CompareAndSetOp,
-    ConfigurationError,
-    GetOp,
-    SetOp,
-    StoreError,
-    open_store,
-)
+from slimcache import ConfigurationError, StoreError, open_store
+from slimcache.stores import CompareAndSetOp, GetOp, SetOp
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 from tests.servers.redis_server import RedisServer, RedisStoreFactory
 

@@ -33,18 +33,20 @@ from slimcache_redis import RedisStore
 from slimcache_redis._cluster import cluster_key, defeats_hash_tags
 
 from slimcache import (
-    CompareAndDeleteOp,
-    CompareAndSetOp,
     ConfigurationError,
-    GetOp,
     KeepMessages,
     MessageThreshold,
-    SetIfAbsentOp,
-    SetOp,
     StoreError,
     SummarizeCompressor,
-    ThreadKeys,
     open_store,
+)
+from slimcache.stores import (
+    CompareAndDeleteOp,
+    CompareAndSetOp,
+    GetOp,
+    SetIfAbsentOp,
+    SetOp,
+    ThreadKeys,
 )
 from slimcache.testing import StoreConformance, StoreFactory
 from tests.fakes import RecordingSummarizer

@@ -19,15 +19,14 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import QueuePool
 
 from slimcache import (
-    CompareAndDeleteOp,
     ConfigurationError,
-    GetOp,
     KeepMessages,
     MessageThreshold,
     StoreError,
     SummarizeCompressor,
     open_store,
 )
+from slimcache.stores import CompareAndDeleteOp, GetOp
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 from tests.fakes import RecordingSummarizer, chat
 from tests.servers.postgres_server import PostgresServer

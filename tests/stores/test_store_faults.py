@@ -25,7 +25,8 @@ import redis.asyncio
 from slimcache_redis import RedisStore
 from slimcache_sql import SQLStore
 
-from slimcache import GetOp, SetOp, StoreError, StoreOp, StoreTimeout
+from slimcache import StoreError, StoreTimeout
+from slimcache.stores import GetOp, SetOp, StoreOp
 from slimcache.testing import StoreWithCompareAndSet
 from tests.servers.redis_server import RedisServer
 from tests.servers.sqlite_files import sqlite_url

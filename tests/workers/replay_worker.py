@@ -44,9 +44,9 @@ from slimcache import (
     Store,
     SummarizeCompressor,
     SummaryContext,
-    SupportsClose,
     open_store,
 )
+from slimcache.stores import SupportsClose
 from tests.fakes import chat
 
 __all__ = [

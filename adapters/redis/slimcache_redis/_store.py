@@ -22,28 +22,23 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from slimcache import (
+from slimcache import ConfigurationError
+from slimcache.stores import (
+    DEFAULT_STORE_TIMEOUT,
+    CallBoundedStore,
     CompareAndDeleteOp,
     CompareAndSetOp,
-    ConfigurationError,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
     SetOp,
     StoreOp,
-    StoreTimeout,
-)
-from slimcache.stores.toolkit import (
-    DEFAULT_STORE_TIMEOUT,
-    ClosingStore,
     check_ops,
     check_seconds,
     combine_options,
     decode_value,
     positive_int,
-    run_bounded,
     run_op,
-    store_error,
     validate_ttl,
 )
 from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_cluster_nodes
@@ -51,9 +46,6 @@ from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_clust
 __all__ = ["RedisStore"]
 
 _T = TypeVar("_T")
-
-# asyncio.timeout (Python 3.11+); before it, each call runs as a task of its own.
-_TIMEOUT_SCOPE: Any = getattr(asyncio, "timeout", None)
 
 _SCHEMES = ("redis", "rediss", "unix")
 _CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -260,7 +252,7 @@ def _describe_keys(keys: Sequence[str]) -> str:
     return f"[{shown}{more}]"
 
 
-class RedisStore(ClosingStore):
+class RedisStore(CallBoundedStore):
     """A slimcache store kept in Redis (6.2 or newer), through redis-py's asyncio client.
 
     Each entry is a Redis string under ``prefix + key``; TTLs use ``SET ... PX``, so Redis
@@ -305,14 +297,12 @@ class RedisStore(ClosingStore):
                 "client must be a redis.asyncio.Redis or redis.asyncio.RedisCluster, "
                 f"got {type(client).__name__}"
             )
-        seconds = check_seconds("timeout", timeout)
-        assert seconds is not None
+        self.bound_calls(timeout)
         self._client = client
         self._cluster = isinstance(client, redis.asyncio.RedisCluster)
         self._discovery = asyncio.Lock()
         self._prefix = _check_prefix(prefix, cluster=self._cluster)
         self._owns_client = bool(owns_client)
-        self._timeout = seconds
         # A transaction's replies are decoded by the client whatever a command asks for, so a
         # client built with decode_responses=True runs batches one call at a time (see batch).
         self._raw_transactions = not client.get_encoder().decode_responses
@@ -425,17 +415,6 @@ class RedisStore(ClosingStore):
         """The prefix prepended to every key."""
         return self._prefix
 
-    @property
-    def timeout(self) -> float:
-        """Seconds each call may take before it fails with :class:`~slimcache.StoreTimeout`."""
-        return self._timeout
-
-    @property
-    def call_timeout(self) -> float:
-        """The same bound, stated for the compressor (:class:`~slimcache.SupportsCallTimeout`):
-        every call, however many round trips it makes, ends within ``timeout``."""
-        return self._timeout
-
     def _key(self, key: str) -> bytes:
         name = _check_str("key", key)
         if self._cluster:
@@ -470,26 +449,18 @@ class RedisStore(ClosingStore):
         """Run one redis-py call within the store's timeout, translating its failures.
 
         Every call of the store goes through here, a cache hit's read included, so the driver's
-        errors are caught in place (as :func:`slimcache.stores.toolkit.translate_errors` would).
+        errors are caught in place. redis-py unwinds a cancelled call without waiting on the
+        server (it drops the connection), so the bound is set in the caller's own task, for
+        less per call than a task of its own.
         """
-        try:
-            if _TIMEOUT_SCOPE is not None:
-                # redis-py unwinds a cancelled call without waiting on the server (it drops the
-                # connection), so a timeout scope bounds it as well as a task of its own would,
-                # for less per call.
-                async with _TIMEOUT_SCOPE(self._timeout):
-                    if self._cluster:
-                        await self._discover()
-                    return await call()
-            return await run_bounded(self._when_ready(call), self._timeout)
-        except asyncio.TimeoutError as exc:
-            raise StoreTimeout(
-                f"Redis {operation} of {what} failed: no answer within {self._timeout:g} s"
-            ) from exc
-        except _DRIVER_ERRORS as exc:  # a StoreError (a batch's own calls) is none of them
-            raise store_error(
-                f"Redis {operation}", what, exc, timeouts=(RedisTimeoutError,)
-            ) from exc
+        return await self.run_call(
+            self._when_ready(call),
+            f"Redis {operation}",
+            what,
+            errors=_DRIVER_ERRORS,
+            timeouts=(RedisTimeoutError,),
+            in_place=True,
+        )
 
     async def _when_ready(self, call: Callable[[], Awaitable[_T]]) -> _T:
         if self._cluster:
@@ -652,7 +623,7 @@ class RedisStore(ClosingStore):
         time instead.
 
         Returns:
-            One result per operation (see :class:`slimcache.SupportsBatch`).
+            One result per operation (see :class:`slimcache.stores.SupportsBatch`).
 
         Raises:
             ConfigurationError: An operation is malformed (nothing is sent).

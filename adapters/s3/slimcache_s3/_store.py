@@ -21,14 +21,13 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from slimcache import ConfigurationError, StoreTimeout
-from slimcache.stores.toolkit import (
+from slimcache import ConfigurationError
+from slimcache.stores import (
     DEFAULT_STORE_TIMEOUT,
-    ClosingStore,
+    BoundedStore,
     check_seconds,
     combine_options,
     decode_value,
-    translate_errors,
     validate_ttl,
 )
 from slimcache_s3._keys import body_value, encode_body, object_key, validate_prefix
@@ -175,7 +174,7 @@ class _Read(NamedTuple):
     expired: bool
 
 
-class S3Store(ClosingStore):
+class S3Store(BoundedStore):
     """A store keeping each key in one S3 object, for S3 and S3-compatible servers.
 
     Every boto3 call runs on a thread pool the store owns (as many threads as the client has
@@ -224,13 +223,11 @@ class S3Store(ClosingStore):
                     f"client must be a boto3 S3 client, got {type(client).__name__} "
                     f"(it has no {method}())"
                 )
-        bound = check_seconds("timeout", timeout)
-        assert bound is not None
+        self.bound_calls(timeout)
         self._client = client
         self._bucket = validate_bucket_name(bucket)
         self._prefix = validate_prefix(prefix)
         self._clock = clock
-        self._timeout = bound
         config = getattr(getattr(client, "meta", None), "config", None)
         pool = getattr(config, "max_pool_connections", None)
         self._concurrency = pool if isinstance(pool, int) and pool > 0 else 10
@@ -524,11 +521,6 @@ class S3Store(ClosingStore):
             lambda: self._client.delete_object(Bucket=self._bucket, Key=name),
         )
 
-    @property
-    def timeout(self) -> float:
-        """Seconds each call may take before it fails with :class:`~slimcache.StoreTimeout`."""
-        return self._timeout
-
     async def aclose(self) -> None:
         """Stop the store's threads and close the boto3 client; the store is unusable afterwards.
 
@@ -561,23 +553,19 @@ class S3Store(ClosingStore):
         """Run ``call`` on the store's threads within the store's timeout."""
         self.check_open(operation)
         where = f"key {_short(key)} (object {name!r} in bucket {self._bucket!r})"
-        with translate_errors(
+        context = contextvars.copy_context()
+        work = asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(context.run, call)
+        )
+        # Cancelling the wait returns at once; the thread finishes on its own.
+        return await self.run_call(
+            work,
             f"S3 {operation}",
             where,
-            (BotoCoreError, ClientError),
+            errors=(BotoCoreError, ClientError),
             timeouts=(ReadTimeoutError, ConnectTimeoutError),
-        ):
-            try:
-                context = contextvars.copy_context()
-                work = asyncio.get_running_loop().run_in_executor(
-                    self._executor, functools.partial(context.run, call)
-                )
-                # Cancelling the wait returns at once; the thread finishes on its own.
-                return await asyncio.wait_for(work, self._timeout)
-            except asyncio.TimeoutError as exc:
-                raise StoreTimeout(
-                    f"S3 {operation} of {where} failed: no answer within {self._timeout:g} s"
-                ) from exc
+            in_place=True,
+        )
 
     def _expired(self, metadata: Mapping[str, str], name: str) -> bool:
         raw = metadata.get(EXPIRES_AT)

@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar, cast
 
@@ -42,27 +42,22 @@ from sqlalchemy.schema import CreateTable
 from sqlalchemy.sql.expression import Executable
 from sqlalchemy.util import greenlet_spawn
 
-from slimcache import (
+from slimcache import ConfigurationError, MissingExtraError
+from slimcache.stores import (
+    DEFAULT_STORE_TIMEOUT,
+    CallBoundedStore,
     CompareAndDeleteOp,
     CompareAndSetOp,
-    ConfigurationError,
     DeleteOp,
     GetOp,
-    MissingExtraError,
     SetIfAbsentOp,
     SetOp,
     StoreOp,
-    StoreTimeout,
-)
-from slimcache.stores.toolkit import (
-    DEFAULT_STORE_TIMEOUT,
-    ClosingStore,
     check_ops,
     check_seconds,
     combine_options,
     decode_value,
     positive_int,
-    run_bounded,
     store_error,
     validate_ttl,
 )
@@ -267,7 +262,7 @@ def _build_statements(table: Table, dialect: str) -> _Statements:
     )
 
 
-class SQLStore(ClosingStore):
+class SQLStore(CallBoundedStore):
     """A slimcache store kept in one table of a SQLite or PostgreSQL database.
 
     The table is created on first use (or by :meth:`setup`). Expired rows are never returned;
@@ -315,14 +310,12 @@ class SQLStore(ClosingStore):
                 f"engine dialect {dialect!r} is not supported (supported: sqlite, postgresql)"
             )
         table = _validate_table(table)
-        bound = check_seconds("timeout", timeout)
-        assert bound is not None
+        bound = self.bound_calls(timeout)
         busy = _driver_timeout("busy_timeout", busy_timeout, bound)
 
         self._engine = engine
         self._dialect = dialect
         self._owns_engine = owns_engine
-        self._timeout = bound
         self._table = Table(
             table,
             MetaData(),
@@ -333,7 +326,7 @@ class SQLStore(ClosingStore):
         self._statements = _build_statements(self._table, dialect)
         self._ready = False
         self._setup_lock = asyncio.Lock()
-        # Calls abandoned at the time bound that are still unwinding (see _bounded).
+        # Calls abandoned at the time bound that are still unwinding (see _run).
         self._unwinding: set[asyncio.Future[Any]] = set()
         if dialect == "sqlite":
             _install_sqlite_pragmas(engine, busy)
@@ -467,17 +460,6 @@ class SQLStore(ClosingStore):
         """The SQLAlchemy table holding the entries."""
         return self._table
 
-    @property
-    def timeout(self) -> float:
-        """Seconds each call may take before it fails with :class:`~slimcache.StoreTimeout`."""
-        return self._timeout
-
-    @property
-    def call_timeout(self) -> float:
-        """The same bound, stated for the compressor (:class:`~slimcache.SupportsCallTimeout`):
-        every call, however many round trips it makes, ends within ``timeout``."""
-        return self._timeout
-
     def __repr__(self) -> str:
         return f"SQLStore(dialect={self._dialect!r}, table={self._table.name!r})"
 
@@ -503,13 +485,13 @@ class SQLStore(ClosingStore):
         put into words when a call fails, not on every call.
         """
         self.check_open(operation)
-        try:
-            return await self._bounded(self._attempt(operation, work, write, key, about))
-        except asyncio.TimeoutError as exc:
-            raise StoreTimeout(
-                f"SQLStore {operation} of {self._what(key, about)} failed: "
-                f"no answer within {self._timeout:g} s"
-            ) from exc
+        # Calls given up on are kept until they have unwound, for aclose.
+        return await self.run_call(
+            self._attempt(operation, work, write, key, about),
+            f"SQLStore {operation}",
+            lambda: self._what(key, about),
+            unwinding=self._unwinding,
+        )
 
     async def _attempt(
         self,
@@ -542,11 +524,6 @@ class SQLStore(ClosingStore):
                 return work(conn)
         with engine.connect() as conn:
             return work(conn)
-
-    async def _bounded(self, call: Coroutine[Any, Any, _T]) -> _T:
-        """Await ``call`` within the store's timeout (see :func:`slimcache.stores.run_bounded`);
-        calls given up on are kept until they have unwound, for :meth:`aclose`."""
-        return await run_bounded(call, self._timeout, unwinding=self._unwinding)
 
     def _what(self, key: str | None, about: str | Callable[[], str]) -> str:
         """Describe what a call was about, for its error message."""
@@ -722,7 +699,7 @@ class SQLStore(ClosingStore):
         """Run ``ops`` in order in one transaction: all of them take effect, or none.
 
         Returns:
-            One result per operation (see :class:`slimcache.SupportsBatch`).
+            One result per operation (see :class:`slimcache.stores.SupportsBatch`).
 
         Raises:
             ConfigurationError: An operation is malformed (nothing runs).
