@@ -44,7 +44,7 @@ from slimcache.core.summarizer import (
     Summarizer,
     SummaryContext,
 )
-from slimcache.messages.checks import (
+from slimcache.messages import (
     Conversation,
     Message,
     TokenCounter,

@@ -47,7 +47,7 @@ from slimcache.core.policy import KeepMessages, MessageThreshold
 from slimcache.core.results import Stats
 from slimcache.core.strategies import STRATEGY_NAMES, StrategyName
 from slimcache.core.summarizer import SummaryContext
-from slimcache.messages.checks import Message, check_messages, count_message_tokens, message_text
+from slimcache.messages import Message, check_messages, count_message_tokens, message_text
 from slimcache.stores.protocol import (
     Store,
     StoreOp,

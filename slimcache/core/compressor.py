@@ -65,7 +65,7 @@ from slimcache.core.thread_cache import (
     ThreadCache,
     in_background,
 )
-from slimcache.messages.checks import (
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
     Conversation,

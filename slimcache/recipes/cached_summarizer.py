@@ -40,7 +40,7 @@ from slimcache.core.summarizer import (
     summarizer_name,
 )
 from slimcache.core.thread_cache import StoreIO
-from slimcache.messages.checks import CheckedMessages, Message, approx_tokens, check_messages
+from slimcache.messages import CheckedMessages, Message, approx_tokens, check_messages
 from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 

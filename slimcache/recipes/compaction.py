@@ -35,7 +35,7 @@ from slimcache.core.entries import load_stored
 from slimcache.core.keys import ThreadKeys, encode_thread_id, normalize_namespace
 from slimcache.core.results import Stats
 from slimcache.core.thread_cache import StoreIO
-from slimcache.messages.checks import (
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     NON_TEXT_PART_TOKENS,
     Message,

@@ -53,7 +53,7 @@ from slimcache.core.strategies import (
     resolve_strategy,
 )
 from slimcache.core.summarizer import Prompts, Summarizer, SummaryContext, Task, call_summarizer
-from slimcache.messages.checks import (
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     PINNED_ROLES,
     CheckedMessages,

@@ -17,7 +17,7 @@ from slimcache.core.entries import SummaryEntry, ThreadIndex
 from slimcache.core.keys import ThreadKeys
 from slimcache.core.plan import History
 from slimcache.core.settings import fingerprints_by_id
-from slimcache.messages.checks import Message, check_messages
+from slimcache.messages import Message, check_messages
 from slimcache.recipes.cached_summarizer import WrapHistory, WrapKeys
 from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.stores.protocol import Store, SupportsGetMany

@@ -32,7 +32,7 @@ from slimcache.core.summarizer import (
     run_summarizer,
     summarizer_name,
 )
-from slimcache.messages.checks import (
+from slimcache.messages import (
     PINNED_ROLES,
     Message,
     TokenCounter,

@@ -12,7 +12,7 @@ from typing import Any, overload
 
 from slimcache._exceptions import ConfigurationError, InvalidInput
 from slimcache.core.keys import encode_thread_id
-from slimcache.messages.checks import (
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
     Conversation,

@@ -52,7 +52,7 @@ from slimcache.core.entries import load_stored
 from slimcache.core.keys import ThreadKeys, normalize_namespace
 from slimcache.core.results import Stats
 from slimcache.core.thread_cache import StoreIO
-from slimcache.messages.checks import (
+from slimcache.messages import (
     Message,
     TokenCounter,
     approx_tokens,

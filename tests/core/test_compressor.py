@@ -41,7 +41,7 @@ from slimcache import (
     unwrap_messages,
     wrap_messages,
 )
-from slimcache.messages.checks import DEFAULT_MESSAGE_OVERHEAD
+from slimcache.messages import DEFAULT_MESSAGE_OVERHEAD
 from slimcache.stores.protocol import SetOp, StoreOp
 from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, WithoutBatch, chat
 

@@ -22,19 +22,15 @@ from slimcache import (
     count_message_tokens,
     render_transcript,
 )
-from slimcache.messages.checks import (
+from slimcache.messages.checks import MAX_NESTING, _canonical, check_messages, ids_as_records
+from slimcache.messages.tokens import (
     DEFAULT_MESSAGE_OVERHEAD,
-    JSON_KIND,
-    MAX_NESTING,
     NON_TEXT_PART_TOKENS,
-    ROLES,
     LazyTokens,
     RememberingCounter,
-    _canonical,
-    check_messages,
-    ids_as_records,
-    message_text,
 )
+from slimcache.messages.transcript import message_text
+from slimcache.messages.types import JSON_KIND, ROLES
 from tests.fakes import CountingStore, RecordingSummarizer
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
