@@ -73,12 +73,12 @@ from slimcache.recipes.conversation_compressor import ConversationCompressor, Co
 from slimcache.recipes.sliding_window import SlidingWindow, WindowStats
 from slimcache.recipes.trim import TrimCompressor, TrimResult
 from slimcache.recipes.window_memory import ConversationWindowMemory, TokenWindowMemory
+from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
     DeleteOp,
     GetOp,
-    MemoryStore,
     SetIfAbsentOp,
     SetOp,
     Store,

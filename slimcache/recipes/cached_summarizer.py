@@ -41,7 +41,8 @@ from slimcache.core.summarizer import (
 )
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages import CheckedMessages, Message, approx_tokens, check_messages
-from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
+from slimcache.stores.memory import MemoryStore
+from slimcache.stores.protocol import Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = ["CachedSummarizer", "ExtendFunction", "PlainSummarizer", "cached_summarizer"]

@@ -44,7 +44,8 @@ from slimcache.messages import (
     check_messages,
     count_message_tokens,
 )
-from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
+from slimcache.stores.memory import MemoryStore
+from slimcache.stores.protocol import Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
 
 __all__ = [

@@ -45,7 +45,8 @@ from slimcache.recipes.window_memory import (
     ConversationWindowMemory,
     HistoryHead,
 )
-from slimcache.stores.protocol import MemoryStore, Store, positive_int
+from slimcache.stores.memory import MemoryStore
+from slimcache.stores.protocol import Store, positive_int
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = ["CompactEndHook", "CompactStartHook", "SlidingWindow", "WindowStats"]

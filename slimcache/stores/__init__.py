@@ -6,12 +6,12 @@
 - :func:`open_store`, which picks a store by URL through the ``slimcache.stores`` entry points.
 """
 
+from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
     DeleteOp,
     GetOp,
-    MemoryStore,
     SetIfAbsentOp,
     SetOp,
     Store,
