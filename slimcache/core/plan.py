@@ -36,6 +36,7 @@ __all__ = [
     "Serve",
     "Summarize",
     "Unchanged",
+    "count_boundary",
     "decide",
     "eviction_boundary",
     "listed_with",
@@ -164,6 +165,10 @@ class Rules:
     def usable(self, entry: SummaryEntry) -> bool:
         """Whether an entry's maker is acceptable."""
         return self.identity is None or self.identity.made(entry)
+
+    def serves(self, entry: SummaryEntry | None, target: RangeRef) -> bool:
+        """Whether ``entry`` is a usable summary of exactly ``target``."""
+        return entry is not None and entry.fingerprint == target.fingerprint and self.usable(entry)
 
 
 @dataclass(frozen=True)
@@ -338,6 +343,22 @@ def _compression_boundary(
         return is_settled(rules.trigger, after, rules.keep)
 
     return eviction_boundary(checked, window_start, rules.keep, settled)
+
+
+def count_boundary(checked: CheckedMessages, count: int) -> int | None:
+    """Last index of the whole units covering at least ``count`` messages from the front.
+
+    The last unit is never included, so fewer messages may be covered.
+    """
+    total = len(checked)
+    boundary: int | None = None
+    position = 0
+    while position < count and position < total:
+        end = checked.unit_end[position]
+        if end >= total - 1:
+            break
+        boundary, position = end, end + 1
+    return boundary
 
 
 def read_index(index: ThreadIndex | None, history: History, rules: Rules) -> IndexView:
