@@ -20,7 +20,15 @@ from slimcache.core.commit import IndexWriter
 from slimcache.core.entries import SummaryEntry
 from slimcache.core.keys import ThreadKeys, normalize_namespace
 from slimcache.core.lease import Lease
-from slimcache.core.plan import Extend, History, Identity, Rules, Serve, Summarize, decide
+from slimcache.core.plan import (
+    ExtendCached,
+    History,
+    Identity,
+    Rules,
+    ServeCached,
+    SummarizeAnew,
+    decide,
+)
 from slimcache.core.policy import Keep, Trigger
 from slimcache.core.producing import SummaryProducer, Work
 from slimcache.core.results import CompressionResult, Outcome, Stats
@@ -361,7 +369,7 @@ class SummarizeCompressor:
 
     async def _compress_uncached(self, work: Work, force: bool) -> CompressionResult:
         decision = decide(History(work.checked, by_id=self._by_id), None, self._rules, force=force)
-        if not isinstance(decision, Summarize):
+        if not isinstance(decision, SummarizeAnew):
             return work.as_given("unchanged")
         target = decision.target
         work.reason = decision.reason
@@ -383,7 +391,7 @@ class SummarizeCompressor:
 
         if self._single_writer:
             # Nobody else writes this thread: no lease, and nothing to read again.
-            assert isinstance(plan.decision, (Extend, Summarize))
+            assert isinstance(plan.decision, (ExtendCached, SummarizeAnew))
             return await self._summarize(work, cache, history, plan, plan.decision, None, None)
         lease: Lease | None = None
         timeouts = self._io.timeouts
@@ -421,7 +429,7 @@ class SummarizeCompressor:
                     await self._writer().repair_index(cache, history, plan, existing)
                     return await self._hit(work, existing)
             decision = plan.decision
-            if not isinstance(decision, (Extend, Summarize)):
+            if not isinstance(decision, (ExtendCached, SummarizeAnew)):
                 return await self._settle(work, cache, history, plan)
             return await self._summarize(work, cache, history, plan, decision, lease, previous_raw)
         finally:
@@ -437,11 +445,11 @@ class SummarizeCompressor:
         cache: ThreadCache,
         history: History,
         plan: PlannedRead,
-        decision: Extend | Summarize,
+        decision: ExtendCached | SummarizeAnew,
         lease: Lease | None,
         previous_raw: str | None,
     ) -> CompressionResult:
-        base = decision.base if isinstance(decision, Extend) else None
+        base = decision.base if isinstance(decision, ExtendCached) else None
         target = decision.target
         work.reason = decision.reason
         with_lease = lease.kept() if lease is not None else contextlib.nullcontext()
@@ -463,7 +471,7 @@ class SummarizeCompressor:
     ) -> CompressionResult:
         """Answer a request that needs no summarizer call."""
         decision = plan.decision
-        if not isinstance(decision, Serve):
+        if not isinstance(decision, ServeCached):
             return work.as_given("unchanged")
         entry = decision.entry
         index = plan.view.index

@@ -2,10 +2,11 @@
 
 Given a thread's parsed index and the request's checked history, the planner says what to do:
 
-- :class:`Unchanged`: nothing is summarized and nothing is cached to serve;
-- :class:`Serve`: a cached summary still matches and nothing new is due;
-- :class:`Extend`: a cached summary matches, and the messages after it up to ``target`` are due;
-- :class:`Summarize`: nothing usable is cached, and messages up to ``target`` are due.
+- :class:`NothingDue`: nothing is summarized and nothing is cached to serve;
+- :class:`ServeCached`: a cached summary still matches and nothing new is due;
+- :class:`ExtendCached`: a cached summary matches, and the messages after it up to ``target``
+  are due;
+- :class:`SummarizeAnew`: nothing usable is cached, and messages up to ``target`` are due.
 
 The compressor does the I/O around it: it reads the index, asks :func:`read_index` which ranges
 are worth reading, reads them, lets :func:`pick_base` and :func:`decide` choose, and writes the
@@ -27,15 +28,15 @@ from slimcache.messages.checks import CheckedMessages, ids_as_records
 
 __all__ = [
     "Decision",
-    "Extend",
+    "ExtendCached",
     "History",
     "Identity",
     "IndexUpdate",
     "IndexView",
+    "NothingDue",
     "Rules",
-    "Serve",
-    "Summarize",
-    "Unchanged",
+    "ServeCached",
+    "SummarizeAnew",
     "count_boundary",
     "decide",
     "eviction_boundary",
@@ -172,19 +173,19 @@ class Rules:
 
 
 @dataclass(frozen=True)
-class Unchanged:
+class NothingDue:
     """Nothing to summarize and nothing cached to serve."""
 
 
 @dataclass(frozen=True)
-class Serve:
+class ServeCached:
     """Serve ``entry`` as it is."""
 
     entry: SummaryEntry
 
 
 @dataclass(frozen=True)
-class Extend:
+class ExtendCached:
     """Fold the messages after ``base`` up to ``target.end`` into it."""
 
     base: SummaryEntry
@@ -193,14 +194,14 @@ class Extend:
 
 
 @dataclass(frozen=True)
-class Summarize:
+class SummarizeAnew:
     """Summarize messages ``target.start..target.end`` from scratch."""
 
     target: RangeRef
     reason: str
 
 
-Decision = Union[Unchanged, Serve, Extend, Summarize]  # noqa: UP007
+Decision = Union[NothingDue, ServeCached, ExtendCached, SummarizeAnew]  # noqa: UP007
 
 
 @dataclass(frozen=True)
@@ -447,15 +448,15 @@ def decide(history: History, base: SummaryEntry | None, rules: Rules, *, force: 
     )
     reason = "forced" if force else rules.trigger.reason(state)
     if reason is None:
-        return Serve(base) if base is not None else Unchanged()
+        return ServeCached(base) if base is not None else NothingDue()
 
     boundary = _compression_boundary(history, window_start, rules, summary_tokens)
     if boundary is None:
-        return Serve(base) if base is not None else Unchanged()
+        return ServeCached(base) if base is not None else NothingDue()
     target = RangeRef(history.pinned, boundary, history.fingerprint(boundary))
     if base is not None:
-        return Extend(base, target, reason)
-    return Summarize(target, reason)
+        return ExtendCached(base, target, reason)
+    return SummarizeAnew(target, reason)
 
 
 @dataclass(frozen=True)

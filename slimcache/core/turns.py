@@ -16,11 +16,11 @@ from slimcache.core.entries import RangeRef, SummaryEntry
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
     Decision,
-    Extend,
+    ExtendCached,
     History,
     IndexView,
     Rules,
-    Summarize,
+    SummarizeAnew,
     decide,
     pick_base,
     read_index,
@@ -58,7 +58,7 @@ Replan = Callable[[str | None], Awaitable[PlannedRead]]
 
 def due_range(decision: Decision) -> RangeRef | None:
     """The range a decision wants summarized, or ``None``."""
-    return decision.target if isinstance(decision, (Extend, Summarize)) else None
+    return decision.target if isinstance(decision, (ExtendCached, SummarizeAnew)) else None
 
 
 async def plan_read(
