@@ -10,6 +10,7 @@ them (``strategies``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -398,18 +399,9 @@ class SummarizeCompressor:
         reread: tuple[str | None, str | None] | None = None
         if self._lock_wait > 0 and self._io.atomic:
             lease = Lease(self._io, keys.lease, self._lease_ttl)
-
-            async def replan(index_raw: str | None) -> PlannedRead:
-                return await self._plan(cache, history, index_raw, force)
-
+            replan = functools.partial(self._plan, cache, history, force=force)
             plan, reread = await take_turn(
-                cache,
-                plan,
-                lease,
-                target,
-                replan=replan,
-                lock_wait=self._lock_wait,
-                stats=self._stats,
+                cache, plan, lease, target, replan, self._lock_wait, self._stats
             )
         try:
             previous_raw: str | None = None

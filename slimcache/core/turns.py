@@ -79,7 +79,6 @@ async def take_turn(
     plan: PlannedRead,
     lease: Lease,
     target: RangeRef,
-    *,
     replan: Replan,
     lock_wait: float,
     stats: Stats,
