@@ -195,6 +195,7 @@ _SCALAR_SETTINGS: dict[str, tuple[type, ...]] = {
 def check_state_messages(
     messages: list[Any], key: str, counter: TokenCounter, overhead: int
 ) -> CheckedMessages:
+    """Check a snapshot's messages under ``state[key]``; errors name where they are."""
     try:
         return check_messages(messages, counter, overhead)
     except InvalidInput as exc:
@@ -206,6 +207,7 @@ def check_state_messages(
 
 
 def trigger_to_json(trigger: Trigger) -> dict[str, Any] | None:
+    """A built-in trigger as JSON; ``None`` for one of the caller's own."""
     kind = type(trigger)
     if kind is MessageThreshold:
         assert isinstance(trigger, MessageThreshold)
@@ -235,6 +237,7 @@ def trigger_to_json(trigger: Trigger) -> dict[str, Any] | None:
 
 
 def trigger_from_json(data: object) -> Trigger | None:
+    """The trigger :func:`trigger_to_json` wrote (``None`` for ``null``)."""
     if data is None:
         return None
     if not isinstance(data, Mapping):
@@ -262,6 +265,7 @@ def trigger_from_json(data: object) -> Trigger | None:
 
 
 def keep_to_json(keep: Keep) -> dict[str, Any] | None:
+    """A built-in keep policy as JSON; ``None`` for one of the caller's own."""
     if type(keep) is KeepMessages:
         assert isinstance(keep, KeepMessages)
         return {"type": "messages", "messages": keep.messages}
@@ -272,6 +276,7 @@ def keep_to_json(keep: Keep) -> dict[str, Any] | None:
 
 
 def keep_from_json(data: object) -> Keep | None:
+    """The keep policy :func:`keep_to_json` wrote (``None`` for ``null``)."""
     if data is None:
         return None
     if not isinstance(data, Mapping):
@@ -292,6 +297,7 @@ _PLAIN_STRATEGIES: dict[str, type[Strategy]] = {
 
 
 def strategy_to_json(strategy: Strategy) -> dict[str, Any] | None:
+    """A built-in strategy as JSON; ``None`` for a :class:`Custom` or the caller's own."""
     for name, kind in _PLAIN_STRATEGIES.items():
         if type(strategy) is kind:
             return {"type": name}
@@ -302,6 +308,7 @@ def strategy_to_json(strategy: Strategy) -> dict[str, Any] | None:
 
 
 def strategy_from_json(data: object) -> Strategy | None:
+    """The strategy :func:`strategy_to_json` wrote (``None`` for ``null``)."""
     if data is None:
         return None
     if not isinstance(data, Mapping):
@@ -339,6 +346,7 @@ def saved_objects(
 
 
 def prompts_from_json(data: object) -> Prompts:
+    """The prompts :func:`prompts_to_json` wrote (the defaults for ``null``)."""
     if data is None:
         return Prompts()
     if not isinstance(data, Mapping):
