@@ -51,7 +51,7 @@ from slimcache.bench.datasets import (
     select_conversations,
 )
 from slimcache.bench.summarizers import MeteredSummarizer, OfflineSummarizer
-from slimcache.messages.checks import check_messages
+from slimcache.messages import check_messages
 
 MIN_MESSAGES = 40
 STRICT_WINDOW = 12

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slimcache._exceptions import InvalidInput
-from slimcache.messages.checks import CheckedMessages, check_messages
+from slimcache.messages import CheckedMessages, check_messages
 
 Message = Mapping[str, Any]
 

@@ -44,7 +44,7 @@ from slimcache.core.summarizer import (
     Summarizer,
     SummaryContext,
 )
-from slimcache.messages.checks import (
+from slimcache.messages import (
     Conversation,
     Message,
     TokenCounter,
@@ -71,8 +71,8 @@ if _typing.TYPE_CHECKING:
     from slimcache.core.keys import fingerprint_chain as fingerprint_chain
     from slimcache.core.strategies import MergeFunction as MergeFunction
     from slimcache.core.strategies import StrategyName as StrategyName
-    from slimcache.messages.checks import count_message_tokens as count_message_tokens
-    from slimcache.messages.checks import render_transcript as render_transcript
+    from slimcache.messages import count_message_tokens as count_message_tokens
+    from slimcache.messages import render_transcript as render_transcript
     from slimcache.recipes.cached_summarizer import ExtendFunction as ExtendFunction
     from slimcache.recipes.cached_summarizer import PlainSummarizer as PlainSummarizer
     from slimcache.recipes.compaction import DEFAULT_SESSION_TEMPLATE as DEFAULT_SESSION_TEMPLATE
@@ -165,7 +165,7 @@ __all__ = [
 _publish(__name__, globals(), __all__)
 
 _STORES = "slimcache.stores"
-_MESSAGES = "slimcache.messages.checks"
+_MESSAGES = "slimcache.messages"
 
 # Names this package exported before 0.3, served for one more release with a warning: the
 # module each one now comes from.

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from slimcache._exceptions import InvalidInput, MissingExtraError, SummarizerError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.summarizer import SummaryContext
-from slimcache.messages.checks import Message, check_messages
+from slimcache.messages import Message, check_messages
 from slimcache.recipes.trim import TrimCompressor
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
 from slimcache.core.summarizer import SummaryContext
-from slimcache.messages.checks import Message
+from slimcache.messages import Message
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

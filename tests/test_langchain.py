@@ -41,7 +41,7 @@ from slimcache.langchain import (
     from_langchain,
     to_langchain,
 )
-from slimcache.messages.checks import check_messages
+from slimcache.messages import check_messages
 from tests.fakes import RecordingSummarizer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, MissingExtraError
-from slimcache.messages.checks import PINNED_ROLES, check_messages
+from slimcache.messages import PINNED_ROLES, check_messages
 
 __all__ = [
     "CHITCHAT",

@@ -39,7 +39,7 @@ from slimcache.bench.summarizers import BenchSummarizer, MeteredSummarizer
 from slimcache.bench.timing import TimedStore, timed_store
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.keys import ThreadKeys
-from slimcache.messages.checks import check_messages
+from slimcache.messages import check_messages
 from slimcache.stores.protocol import Store, SupportsGetMany
 
 __all__ = ["MODES", "ProgressSink", "redact_url", "run_bench", "thread_id_for"]

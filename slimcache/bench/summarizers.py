@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.summarizer import SummaryContext
-from slimcache.messages.checks import Message, count_message_tokens, message_text
+from slimcache.messages import Message, count_message_tokens, message_text
 
 __all__ = [
     "BenchSummarizer",

@@ -1,46 +1,42 @@
 """The summarize compressor: cached, incremental range summaries of a conversation.
 
-It validates its configuration and dispatches: the decision is the planner's (``_plan``), the
-store calls are the thread cache's (``_thread_cache``), the lease is its own module's
-(``_lease``), and how summaries combine is the strategy's (``_strategies``).
+It validates its configuration and dispatches: the decision is the planner's (``plan``, run
+on each read of the index by ``turns``, which also waits for the lease), the store calls are
+the thread cache's (``thread_cache``), the lease is its own module's (``lease``), the write
+path is ``commit``'s, and summaries are produced (``producing``) as the strategy combines
+them (``strategies``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
 import logging
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal, overload
 
 from slimcache._exceptions import (
     InvalidInput,
     StoreError,
-    StoreTimeout,
     SummarizerError,
 )
-from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache.core.commit import IndexWriter
+from slimcache.core.entries import SummaryEntry
 from slimcache.core.keys import ThreadKeys
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
-    Decision,
-    Extend,
+    ExtendCached,
     History,
     Identity,
-    IndexUpdate,
-    IndexView,
     Rules,
-    Serve,
-    Summarize,
+    ServeCached,
+    SummarizeAnew,
     decide,
-    next_index,
-    pick_base,
-    read_index,
 )
 from slimcache.core.policy import Keep, Trigger
-from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
+from slimcache.core.producing import SummaryProducer, Work
+from slimcache.core.results import CompressionResult, Outcome, Stats
 from slimcache.core.settings import (
     DEFAULT_SUMMARY_TEMPLATE,
     CacheOptions,
@@ -55,21 +51,10 @@ from slimcache.core.settings import (
     resolve_policies,
 )
 from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy
-from slimcache.core.summarizer import (
-    Prompts,
-    Summarizer,
-    SummaryContext,
-    Task,
-    call_summarizer,
-    summarizer_name,
-)
-from slimcache.core.thread_cache import (
-    INDEX_ATTEMPTS,
-    StoreIO,
-    ThreadCache,
-    in_background,
-)
-from slimcache.messages.checks import (
+from slimcache.core.summarizer import Prompts, Summarizer, summarizer_name
+from slimcache.core.thread_cache import StoreIO, ThreadCache
+from slimcache.core.turns import PlannedRead, due_range, plan_read, take_turn
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
     Conversation,
@@ -80,7 +65,8 @@ from slimcache.messages.checks import (
     check_messages,
     count_message_tokens,
 )
-from slimcache.stores.protocol import MemoryStore, Store
+from slimcache.stores.memory import MemoryStore
+from slimcache.stores.protocol import Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = ["DEFAULT_SUMMARY_TEMPLATE", "SummarizeCompressor"]
@@ -91,35 +77,6 @@ Hook = Any
 
 # Summary messages whose token counts a compressor remembers; all are forgotten past this.
 _SUMMARY_TOKEN_COUNTS = 1024
-
-
-@dataclass
-class _Work:
-    """Bookkeeping of one request while it runs."""
-
-    checked: CheckedMessages
-    thread_id: str | None
-    reason: str | None = None
-    calls: int = 0
-    input_tokens: int = 0
-    new_messages: int = 0
-    started: float = field(default_factory=time.perf_counter)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """The planner's answer for one read of the index."""
-
-    index_raw: str | None
-    view: IndexView
-    base: SummaryEntry | None
-    gone: frozenset[RangeRef]
-    decision: Decision
-
-
-def _due(decision: Decision) -> RangeRef | None:
-    """The range a decision wants summarized, or ``None``."""
-    return decision.target if isinstance(decision, (Extend, Summarize)) else None
 
 
 class SummarizeCompressor:
@@ -365,7 +322,7 @@ class SummarizeCompressor:
         checked = check_messages(messages, self._count, self._overhead)
         keys = ThreadKeys(thread_id, self._namespace) if thread_id is not None else None
         self._stats.requests += 1
-        work = _Work(checked, None if thread_id is None else str(thread_id))
+        work = Work(checked, None if thread_id is None else str(thread_id))
         try:
             if keys is None:
                 return await self._compress_uncached(work, force)
@@ -376,54 +333,55 @@ class SummarizeCompressor:
                 if self._on_store_error == "raise":
                     raise
                 logger.warning("store failed, compressing without the cache: %s", exc)
-                return await self._compress_uncached(_Work(checked, work.thread_id), force)
+                return await self._compress_uncached(Work(checked, work.thread_id), force)
         except SummarizerError as exc:
             self._stats.summarizer_errors += 1
             await self._emit("on_error", exc, [dict(m) for m in checked.messages])
             if self._on_summarizer_error == "raise":
                 raise
             logger.warning("summarizer failed, returning the messages uncompressed: %s", exc)
-            return CompressionResult(
-                [dict(m) for m in checked.messages], "passthrough", thread_id=work.thread_id
-            )
+            return work.as_given("passthrough")
 
     # ------------------------------------------------------------------ the two paths
 
-    async def _compress_uncached(self, work: _Work, force: bool) -> CompressionResult:
+    async def _compress_uncached(self, work: Work, force: bool) -> CompressionResult:
         decision = decide(History(work.checked, by_id=self._by_id), None, self._rules, force=force)
-        if not isinstance(decision, Summarize):
-            return self._unchanged(work)
+        if not isinstance(decision, SummarizeAnew):
+            return work.as_given("unchanged")
         target = decision.target
         work.reason = decision.reason
-        summary = await self._produce(work, None, target)
+        summary = await self._producer().produce(work, None, target)
         self._stats.uncached += 1
         return await self._made(work, summary, target.start, target.end, "uncached", cached=False)
 
     async def _compress_cached(
-        self, work: _Work, keys: ThreadKeys, force: bool
+        self, work: Work, keys: ThreadKeys, force: bool
     ) -> CompressionResult:
         history = History(work.checked, by_id=self._by_id)
         if history.total == history.pinned:
-            return self._unchanged(work)
+            return work.as_given("unchanged")
         cache = ThreadCache(self._io, keys)
         plan = await self._plan(cache, history, await cache.read_index(), force, first=True)
-        target = _due(plan.decision)
+        target = due_range(plan.decision)
         if target is None:
             return await self._settle(work, cache, history, plan)
 
         if self._single_writer:
             # Nobody else writes this thread: no lease, and nothing to read again.
-            assert isinstance(plan.decision, (Extend, Summarize))
+            assert isinstance(plan.decision, (ExtendCached, SummarizeAnew))
             return await self._summarize(work, cache, history, plan, plan.decision, None, None)
         lease: Lease | None = None
         timeouts = self._io.timeouts
         reread: tuple[str | None, str | None] | None = None
         if self._lock_wait > 0 and self._io.atomic:
             lease = Lease(self._io, keys.lease, self._lease_ttl)
-            plan, reread = await self._take_turn(cache, history, plan, lease, force, target)
+            replan = functools.partial(self._plan, cache, history, force=force)
+            plan, reread = await take_turn(
+                cache, plan, lease, target, replan, self._lock_wait, self._stats
+            )
         try:
             previous_raw: str | None = None
-            if (due := _due(plan.decision)) is not None:
+            if (due := due_range(plan.decision)) is not None:
                 # Read again now that this worker has its turn: another may have just finished,
                 # or an earlier request may have written the range and lost its index write.
                 # Taking the lease at once read them in the same round trip.
@@ -432,14 +390,14 @@ class SummarizeCompressor:
                 index_raw, previous_raw = reread
                 plan = await self._plan(cache, history, index_raw, force)
                 existing = cache.parse_range(previous_raw, due.start, due.end)
-                if _due(plan.decision) != due:
+                if due_range(plan.decision) != due:
                     previous_raw = None
-                elif self._serves(existing, due):
+                elif self._rules.serves(existing, due):
                     assert existing is not None
-                    await self._repair_index(cache, history, plan, existing)
+                    await self._writer().repair_index(cache, history, plan, existing)
                     return await self._hit(work, existing)
             decision = plan.decision
-            if not isinstance(decision, (Extend, Summarize)):
+            if not isinstance(decision, (ExtendCached, SummarizeAnew)):
                 return await self._settle(work, cache, history, plan)
             return await self._summarize(work, cache, history, plan, decision, lease, previous_raw)
         finally:
@@ -451,33 +409,23 @@ class SummarizeCompressor:
 
     async def _summarize(
         self,
-        work: _Work,
+        work: Work,
         cache: ThreadCache,
         history: History,
-        plan: _Plan,
-        decision: Extend | Summarize,
+        plan: PlannedRead,
+        decision: ExtendCached | SummarizeAnew,
         lease: Lease | None,
         previous_raw: str | None,
     ) -> CompressionResult:
-        base = decision.base if isinstance(decision, Extend) else None
+        base = decision.base if isinstance(decision, ExtendCached) else None
         target = decision.target
         work.reason = decision.reason
         with_lease = lease.kept() if lease is not None else contextlib.nullcontext()
+        producer = self._producer()
         async with with_lease:
-            summary = await self._produce(work, base, target)
-        entry = SummaryEntry(
-            thread=cache.keys.encoded,
-            start=target.start,
-            end=target.end,
-            fingerprint=target.fingerprint,
-            summary=summary,
-            summary_tokens=self._count(summary),
-            covered_tokens=sum(history.checked.tokens[target.start : target.end + 1]),
-            created_at=time.time(),
-            summarizer=self._summarizer_id,
-            prompt=self._prompts.digest,
-            strategy=self._strategy.name,
-        )
+            summary = await producer.produce(work, base, target)
+        covered = sum(history.checked.tokens[target.start : target.end + 1])
+        entry = producer.entry(cache.keys.encoded, target, summary, covered)
         cached = await self._commit(cache, history, plan, entry, previous_raw, lease)
         if base is not None:
             self._stats.extensions += 1
@@ -487,16 +435,16 @@ class SummarizeCompressor:
         return await self._made(work, summary, target.start, target.end, outcome, cached=cached)
 
     async def _settle(
-        self, work: _Work, cache: ThreadCache, history: History, plan: _Plan
+        self, work: Work, cache: ThreadCache, history: History, plan: PlannedRead
     ) -> CompressionResult:
         """Answer a request that needs no summarizer call."""
         decision = plan.decision
-        if not isinstance(decision, Serve):
-            return self._unchanged(work)
+        if not isinstance(decision, ServeCached):
+            return work.as_given("unchanged")
         entry = decision.entry
         index = plan.view.index
         if (index is None or entry is not index.head) and not plan.view.head_beyond:
-            await self._repair_index(cache, history, plan, entry)
+            await self._writer().repair_index(cache, history, plan, entry)
         return await self._hit(work, entry)
 
     # ------------------------------------------------------------------ planning
@@ -509,112 +457,34 @@ class SummarizeCompressor:
         force: bool,
         *,
         first: bool = False,
-    ) -> _Plan:
-        """Run the planner on one read of the index, reading candidate ranges it asks for."""
-        view = read_index(cache.parse_index(index_raw), history, self._rules)
-        if first and view.invalidated:
+    ) -> PlannedRead:
+        """Run the planner on one read of the index; the first read counts an invalidation."""
+        plan = await plan_read(cache, history, index_raw, self._rules, force=force)
+        if first and plan.view.invalidated:
             self._stats.invalidations += 1
             logger.info("thread %s: cached ranges no longer match the history", cache.keys.encoded)
-        fetched: list[SummaryEntry | None] = []
-        if view.candidates:  # usually none: the head is the longest range that matches
-            fetched = await cache.read_ranges([(r.start, r.end) for r in view.candidates])
-        base, gone = pick_base(view, fetched, self._rules)
-        decision = decide(history, base, self._rules, force=force)
-        return _Plan(index_raw, view, base, gone, decision)
-
-    def _serves(self, entry: SummaryEntry | None, target: RangeRef) -> bool:
-        return (
-            entry is not None
-            and entry.fingerprint == target.fingerprint
-            and self._rules.usable(entry)
-        )
-
-    async def _take_turn(
-        self,
-        cache: ThreadCache,
-        history: History,
-        plan: _Plan,
-        lease: Lease,
-        force: bool,
-        target: RangeRef,
-    ) -> tuple[_Plan, tuple[str | None, str | None] | None]:
-        """Hold the thread's lease, or wait until the work is done by the worker who holds it.
-
-        Taking the lease at once reads the index and ``target``'s range in the same round trip
-        (returned with the plan). A waiter watches the lease: when it vanishes without a
-        result (its holder failed) or is abandoned, one waiter takes it over at once. After
-        ``lock_wait`` seconds a waiter goes on without the lease.
-        """
-        keys = cache.keys
-        read = await lease.acquire_and_read([keys.index, keys.summary(target.start, target.end)])
-        if read is not None:
-            return plan, (read[0], read[1])
-        self._stats.lease_waits += 1
-        deadline = time.monotonic() + self._lock_wait
-        delay = 0.02
-        while (remaining := deadline - time.monotonic()) > 0:
-            await asyncio.sleep(min(delay, remaining))
-            delay = min(delay * 2, 0.5)
-            index_raw, lease_raw = await self._io.get_many([keys.index, keys.lease])
-            plan = await self._plan(cache, history, index_raw, force)
-            if _due(plan.decision) is None:
-                return plan, None
-            if lease_raw is None:
-                if await lease.acquire():
-                    return plan, None
-            elif await lease.take_over(lease_raw):
-                return plan, None
-        logger.warning(
-            "thread %s: waited %.1fs for another worker, summarizing here",
-            keys.encoded,
-            self._lock_wait,
-        )
-        return plan, None
+        return plan
 
     # ------------------------------------------------------------------ writing
+
+    def _writer(self) -> IndexWriter:
+        return IndexWriter(self._rules, self._checkpoints)
 
     async def _commit(
         self,
         cache: ThreadCache,
         history: History,
-        plan: _Plan,
+        plan: PlannedRead,
         entry: SummaryEntry,
         previous_raw: str | None,
         lease: Lease | None,
     ) -> bool:
-        """Write the range, then the index (the commit point); undo the range if that fails.
+        """Commit ``entry`` (see :meth:`IndexWriter.commit`); return whether it is cached.
 
-        One batch carries the range, the index, the stale ranges' deletes and the lease's
-        release: one round trip on stores that run batches (elsewhere one call each, the
-        deletes last). If another worker wrote the index in between, the index is merged with
-        theirs and written again.
-
-        Returns whether the summary is cached (``False`` only under ``on_store_error="bypass"``).
+        ``False`` only under ``on_store_error="bypass"``, when the store failed.
         """
-        update = self._next_index(cache, history, plan.view.index, entry, plan.gone)
-        # Stale ranges go in the batch only where it is one round trip; elsewhere they are
-        # deleted after the index is written, and a failed delete only leaves garbage.
-        batched = self._io.batches
-        written, ops = cache.commit_ops(
-            entry, plan.index_raw, update.index, update.delete if batched else ()
-        )
-        release = lease.release_op() if lease is not None else None
         try:
-            try:
-                results = await self._io.batch(ops if release is None else [*ops, release])
-                if lease is not None and release is not None:
-                    lease.released()
-                if results[1] is False:  # another worker wrote the index in between
-                    await self._write_index(cache, history, plan, entry, stale=True)
-                elif not batched:
-                    await cache.delete_ranges(update.delete)
-            except StoreTimeout:
-                # The store is not answering: undo once it is back, without holding the caller.
-                in_background(cache.undo_range(entry, written, previous_raw))
-                raise
-            except StoreError:
-                await cache.undo_range(entry, written, previous_raw)
-                raise
+            await self._writer().commit(cache, history, plan, entry, previous_raw, lease)
         except StoreError as exc:
             if self._on_store_error == "raise":
                 raise
@@ -622,117 +492,21 @@ class SummarizeCompressor:
             return False
         return True
 
-    def _next_index(
-        self,
-        cache: ThreadCache,
-        history: History,
-        stored: ThreadIndex | None,
-        entry: SummaryEntry,
-        gone: frozenset[RangeRef] = frozenset(),
-    ) -> IndexUpdate:
-        return next_index(
-            stored,
-            history,
-            entry,
-            self._rules,
-            thread=cache.keys.encoded,
-            checkpoints=self._checkpoints,
-            gone=gone,
-        )
-
-    async def _write_index(
-        self,
-        cache: ThreadCache,
-        history: History,
-        plan: _Plan,
-        entry: SummaryEntry,
-        *,
-        stale: bool = False,
-    ) -> None:
-        """Make ``entry`` the head; on compare-and-set stores, merge with concurrent writes.
-
-        ``stale``: the index ``plan`` read has been overwritten since; it is read again first.
-        """
-        expected, stored = plan.index_raw, plan.view.index
-        for attempt in range(INDEX_ATTEMPTS):
-            if attempt or stale:
-                expected = await cache.read_index()
-                stored = cache.parse_index(expected)
-            update = self._next_index(cache, history, stored, entry, plan.gone)
-            if await cache.write_index(expected, update.index):
-                await cache.delete_ranges(update.delete)
-                return
-        logger.warning(
-            "thread %s: the index kept changing; range %d-%d is cached but not listed",
-            cache.keys.encoded,
-            entry.start,
-            entry.end,
-        )
-
-    async def _repair_index(
-        self, cache: ThreadCache, history: History, plan: _Plan, entry: SummaryEntry
-    ) -> None:
-        """Point the index at ``entry`` so the next request is one read again."""
-        try:
-            await self._write_index(cache, history, plan, entry)
-        except StoreError as exc:
-            # Serving the valid summary does not depend on this write.
-            logger.warning("could not update the index of thread %s: %s", cache.keys.encoded, exc)
-
     # ------------------------------------------------------------------ summarizing
 
-    async def _produce(self, work: _Work, base: SummaryEntry | None, target: RangeRef) -> str:
-        """Summarize the messages after ``base`` up to ``target.end`` with the strategy."""
-        first = base.end + 1 if base is not None else target.start
-        new = work.checked.messages[first : target.end + 1]
-
-        async def summarize(task: Task, messages: Sequence[Message], previous: str | None) -> str:
-            start = target.start if task == "condense" else first
-            return await self._call(work, task, messages, previous, start, target.end)
-
-        summary = await self._strategy.combine(
-            base.summary if base is not None else None,
-            new,
-            summarize,
+    def _producer(self) -> SummaryProducer:
+        return SummaryProducer(
+            summarizer=self._summarizer,
+            summarizer_id=self._summarizer_id,
+            strategy=self._strategy,
+            prompts=self._prompts,
+            max_tokens=self._max_summary_tokens,
             count=self._count,
-            max_tokens=self._max_summary_tokens,
+            overhead=self._overhead,
+            timeout=self._timeout,
+            stats=self._stats,
+            emit=self._emit,
         )
-        work.new_messages = len(new)
-        self._stats.evicted_messages += len(new)
-        await self._emit("on_evict", [dict(m) for m in new], work.reason or "forced")
-        return summary
-
-    async def _call(
-        self,
-        work: _Work,
-        task: Task,
-        messages: Sequence[Message],
-        previous: str | None,
-        start: int,
-        end: int,
-    ) -> str:
-        prompt = self._prompts.for_task(task).replace("{max_tokens}", str(self._max_summary_tokens))
-        context = SummaryContext(
-            task=task,
-            previous_summary=previous,
-            max_tokens=self._max_summary_tokens,
-            prompt=prompt,
-            thread_id=work.thread_id,
-            start=start,
-            end=end if messages or task == "condense" else start - 1,
-        )
-        sent = self._count(prompt) + sum(
-            count_message_tokens(m, self._count, self._overhead) for m in messages
-        )
-        if previous is not None:
-            sent += self._count(previous)
-        self._stats.summarizer_calls += 1
-        self._stats.summarizer_input_tokens += sent
-        work.calls += 1
-        work.input_tokens += sent
-        summary = await call_summarizer(self._summarizer, messages, context, timeout=self._timeout)
-        self._stats.summarizer_output_tokens += self._count(summary)
-        return summary
 
     # ------------------------------------------------------------------ results
 
@@ -755,7 +529,7 @@ class SummarizeCompressor:
             self._summary_token_counts[key] = found
         return found
 
-    async def _hit(self, work: _Work, entry: SummaryEntry) -> CompressionResult:
+    async def _hit(self, work: Work, entry: SummaryEntry) -> CompressionResult:
         self._stats.cache_hits += 1
         # The covered messages are the ones the entry was made from (their fingerprint matched),
         # so their tokens are the ones it recorded: a hit counts none of them again.
@@ -771,14 +545,9 @@ class SummarizeCompressor:
     def _naive_tokens(self, checked: CheckedMessages, start: int, end: int) -> int:
         return self._summarize_prompt_tokens() + sum(checked.tokens[start : end + 1])
 
-    def _unchanged(self, work: _Work) -> CompressionResult:
-        return CompressionResult(
-            [dict(m) for m in work.checked.messages], "unchanged", thread_id=work.thread_id
-        )
-
     async def _made(
         self,
-        work: _Work,
+        work: Work,
         summary: str,
         start: int,
         end: int,
@@ -786,39 +555,13 @@ class SummarizeCompressor:
         *,
         cached: bool,
     ) -> CompressionResult:
-        checked = work.checked
         if outcome != "hit":
-            self._stats.naive_input_tokens += self._naive_tokens(checked, start, end)
-        source = checked.messages
-        messages = [
-            *map(dict, source[: checked.pinned]),
-            self._summary_message(summary, start, end),
-            *map(dict, source[end + 1 :]),
-        ]
+            self._stats.naive_input_tokens += self._naive_tokens(work.checked, start, end)
+        messages = work.around(self._summary_message(summary, start, end), end)
         hook = "on_cache_hit" if outcome == "hit" else "on_compress"
         if self._hooks[hook] is not None:  # the event is built only for a hook that takes it
-            event = CompressEvent(
-                thread_id=work.thread_id,
-                outcome=outcome,
-                start=start,
-                end=end,
-                new_messages=work.new_messages,
-                summarizer_calls=work.calls,
-                input_tokens=work.input_tokens,
-                summary_tokens=self._count(summary),
-                elapsed=time.perf_counter() - work.started,
-                reason=work.reason,
-            )
-            await self._emit(hook, event)
-        return CompressionResult(
-            messages=messages,
-            outcome=outcome,
-            summary=summary,
-            summary_range=(start, end),
-            summarizer_calls=work.calls,
-            cached=cached,
-            thread_id=work.thread_id,
-        )
+            await self._emit(hook, work.event(outcome, start, end, self._count(summary)))
+        return work.result(messages, outcome, summary, start, end, cached=cached)
 
     async def _emit(self, name: str, *args: Any) -> None:
         await call_hook(name, self._hooks[name], *args)

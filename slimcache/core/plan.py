@@ -2,10 +2,11 @@
 
 Given a thread's parsed index and the request's checked history, the planner says what to do:
 
-- :class:`Unchanged`: nothing is summarized and nothing is cached to serve;
-- :class:`Serve`: a cached summary still matches and nothing new is due;
-- :class:`Extend`: a cached summary matches, and the messages after it up to ``target`` are due;
-- :class:`Summarize`: nothing usable is cached, and messages up to ``target`` are due.
+- :class:`NothingDue`: nothing is summarized and nothing is cached to serve;
+- :class:`ServeCached`: a cached summary still matches and nothing new is due;
+- :class:`ExtendCached`: a cached summary matches, and the messages after it up to ``target``
+  are due;
+- :class:`SummarizeAnew`: nothing usable is cached, and messages up to ``target`` are due.
 
 The compressor does the I/O around it: it reads the index, asks :func:`read_index` which ranges
 are worth reading, reads them, lets :func:`pick_base` and :func:`decide` choose, and writes the
@@ -23,19 +24,20 @@ from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.core.fingerprints import hashed
 from slimcache.core.keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
 from slimcache.core.policy import Keep, KeepMessages, KeepTokens, Trigger, WindowState, is_settled
-from slimcache.messages.checks import CheckedMessages, ids_as_records
+from slimcache.messages import CheckedMessages, ids_as_records
 
 __all__ = [
     "Decision",
-    "Extend",
+    "ExtendCached",
     "History",
     "Identity",
     "IndexUpdate",
     "IndexView",
+    "NothingDue",
     "Rules",
-    "Serve",
-    "Summarize",
-    "Unchanged",
+    "ServeCached",
+    "SummarizeAnew",
+    "count_boundary",
     "decide",
     "eviction_boundary",
     "listed_with",
@@ -165,21 +167,25 @@ class Rules:
         """Whether an entry's maker is acceptable."""
         return self.identity is None or self.identity.made(entry)
 
+    def serves(self, entry: SummaryEntry | None, target: RangeRef) -> bool:
+        """Whether ``entry`` is a usable summary of exactly ``target``."""
+        return entry is not None and entry.fingerprint == target.fingerprint and self.usable(entry)
+
 
 @dataclass(frozen=True)
-class Unchanged:
+class NothingDue:
     """Nothing to summarize and nothing cached to serve."""
 
 
 @dataclass(frozen=True)
-class Serve:
+class ServeCached:
     """Serve ``entry`` as it is."""
 
     entry: SummaryEntry
 
 
 @dataclass(frozen=True)
-class Extend:
+class ExtendCached:
     """Fold the messages after ``base`` up to ``target.end`` into it."""
 
     base: SummaryEntry
@@ -188,14 +194,14 @@ class Extend:
 
 
 @dataclass(frozen=True)
-class Summarize:
+class SummarizeAnew:
     """Summarize messages ``target.start..target.end`` from scratch."""
 
     target: RangeRef
     reason: str
 
 
-Decision = Union[Unchanged, Serve, Extend, Summarize]  # noqa: UP007
+Decision = Union[NothingDue, ServeCached, ExtendCached, SummarizeAnew]  # noqa: UP007
 
 
 @dataclass(frozen=True)
@@ -340,6 +346,22 @@ def _compression_boundary(
     return eviction_boundary(checked, window_start, rules.keep, settled)
 
 
+def count_boundary(checked: CheckedMessages, count: int) -> int | None:
+    """Last index of the whole units covering at least ``count`` messages from the front.
+
+    The last unit is never included, so fewer messages may be covered.
+    """
+    total = len(checked)
+    boundary: int | None = None
+    position = 0
+    while position < count and position < total:
+        end = checked.unit_end[position]
+        if end >= total - 1:
+            break
+        boundary, position = end, end + 1
+    return boundary
+
+
 def read_index(index: ThreadIndex | None, history: History, rules: Rules) -> IndexView:
     """Check an index against a history: what is stale, usable, or worth reading."""
     head_tokens = rules.summary_tokens(index.head) if index is not None else 0
@@ -426,15 +448,15 @@ def decide(history: History, base: SummaryEntry | None, rules: Rules, *, force: 
     )
     reason = "forced" if force else rules.trigger.reason(state)
     if reason is None:
-        return Serve(base) if base is not None else Unchanged()
+        return ServeCached(base) if base is not None else NothingDue()
 
     boundary = _compression_boundary(history, window_start, rules, summary_tokens)
     if boundary is None:
-        return Serve(base) if base is not None else Unchanged()
+        return ServeCached(base) if base is not None else NothingDue()
     target = RangeRef(history.pinned, boundary, history.fingerprint(boundary))
     if base is not None:
-        return Extend(base, target, reason)
-    return Summarize(target, reason)
+        return ExtendCached(base, target, reason)
+    return SummarizeAnew(target, reason)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from slimcache.core.setting_checks import (
     fingerprints_by_id,
 )
 from slimcache.core.summarizer import Prompts
-from slimcache.messages.checks import DEFAULT_MESSAGE_OVERHEAD, TokenCounter, approx_tokens
+from slimcache.messages import DEFAULT_MESSAGE_OVERHEAD, TokenCounter, approx_tokens
 from slimcache.stores.protocol import positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 

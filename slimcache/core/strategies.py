@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.summarizer import Task, summarizer_name
-from slimcache.messages.checks import Message, TokenCounter
+from slimcache.messages import Message, TokenCounter
 from slimcache.stores.protocol import positive_int
 
 __all__ = [

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Union
 
 from slimcache._exceptions import SummarizerError
-from slimcache.messages.checks import Message, render_transcript
+from slimcache.messages import Message, render_transcript
 
 __all__ = [
     "DEFAULT_CONDENSE_PROMPT",

@@ -1,48 +1,37 @@
-"""Chat messages: validation, token counting, transcripts, and the conversation wrapper."""
+"""Message validation: the checks a history passes, and what fingerprints hash of it."""
 
 from __future__ import annotations
 
 import json
-import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from itertools import repeat
 from json.encoder import encode_basestring
 from operator import itemgetter
-from typing import Any, cast, overload
+from typing import Any, cast
 
 from slimcache._exceptions import InvalidInput
+from slimcache.messages.tokens import (
+    DEFAULT_MESSAGE_OVERHEAD,
+    LazyTokens,
+    approx_counts,
+    approx_tokens,
+    count_message_tokens,
+)
+from slimcache.messages.types import (
+    INT_ID_KIND,
+    JSON_KIND,
+    PINNED_ROLES,
+    PLAIN_KINDS,
+    ROLES,
+    STR_ID_KIND,
+    Message,
+    TokenCounter,
+)
 
-__all__ = [
-    "DEFAULT_MESSAGE_OVERHEAD",
-    "MAX_NESTING",
-    "NON_TEXT_PART_TOKENS",
-    "CheckedMessages",
-    "Conversation",
-    "Message",
-    "TokenCounter",
-    "approx_tokens",
-    "check_messages",
-    "count_message_tokens",
-    "message_text",
-    "render_transcript",
-    "unwrap_messages",
-    "wrap_messages",
-]
+__all__ = ["MAX_NESTING", "CheckedMessages", "check_messages", "ids_as_records"]
 
-Message = Mapping[str, Any]
-"""An OpenAI-style chat message: ``{"role": ..., "content": ...}`` plus optional fields."""
-
-TokenCounter = Callable[[str], int]
-"""Counts the tokens of a text; plug in tiktoken or your provider's tokenizer."""
-
-ROLES = frozenset({"system", "developer", "user", "human", "assistant", "tool"})
-# Leading messages with these roles are the pinned system prompt.
-PINNED_ROLES = frozenset({"system", "developer"})
-DEFAULT_MESSAGE_OVERHEAD = 4
-# A flat estimate for an image, audio or file part; their bytes say little about their tokens.
-NON_TEXT_PART_TOKENS = 85
 MAX_NESTING = 100
 """How many levels of lists and dicts a message's ``content`` or ``tool_calls`` may nest.
 
@@ -55,225 +44,13 @@ part level 3, and so on. Deeper values, and values that contain themselves, are 
 # of the cost of checking a message. The output is byte-for-byte what ``json.dumps`` gives with
 # the same options.
 _CANONICAL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-_TOOL_CALLS_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 # The role field of a canonical form, up to the tool call id that follows it.
 _NO_CALLS: frozenset[str] = frozenset()
 _ROLE_FIELD = {
     role: ',"role":"{}","tool_call_id":'.format("user" if role == "human" else role)
     for role in ROLES
 }
-# What a fingerprint records of each message: a plain turn (string content; no name, tool
-# calls or tool call id) is its role's letter and its content as is; any other message is
-# JSON_KIND and its canonical JSON text.
-PLAIN_KINDS = {"system": "s", "developer": "d", "user": "u", "human": "u", "assistant": "a"}
-JSON_KIND = "j"
-# Fingerprinted by their id instead (see ids_as_records): a string id, or an integer id in hex
-# (hex has no length limit, where str(int) refuses numbers past 4,300 digits).
-STR_ID_KIND = "i"
-INT_ID_KIND = "n"
 _KIND_ROLE_FIELD = {kind: _ROLE_FIELD[role] for role, kind in PLAIN_KINDS.items()}
-
-
-def approx_tokens(text: str) -> int:
-    """Approximate token count: one token per four characters, rounded up."""
-    return _approx_of_length(len(text))
-
-
-def _approx_of_length(length: int) -> int:
-    """:func:`approx_tokens` of a text of ``length`` characters."""
-    return (length + 3) // 4
-
-
-def _describe_part(part: Mapping[str, Any]) -> str:
-    kind = part.get("type")
-    if kind == "image_url":
-        url = part.get("image_url")
-        target = url.get("url") if isinstance(url, Mapping) else url
-        if isinstance(target, str) and not target.startswith("data:"):
-            return f"[image: {target}]"
-        return "[image]"
-    if kind == "file":
-        info = part.get("file")
-        name = info.get("filename") if isinstance(info, Mapping) else None
-        return f"[file: {name}]" if isinstance(name, str) else "[file]"
-    if kind == "input_audio":
-        return "[audio]"
-    return f"[{kind} part]"
-
-
-def message_text(message: Message) -> str:
-    """Return a message's text: text parts joined, other parts described (``[image]``)."""
-    content = message.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    pieces: list[str] = []
-    for part in content:
-        if part.get("type") == "text":
-            pieces.append(str(part.get("text", "")))
-        elif part.get("type") == "refusal":
-            pieces.append(str(part.get("refusal", "")))
-        else:
-            pieces.append(_describe_part(part))
-    return "\n".join(pieces)
-
-
-def count_message_tokens(
-    message: Message,
-    counter: TokenCounter = approx_tokens,
-    overhead: int = DEFAULT_MESSAGE_OVERHEAD,
-) -> int:
-    """Count one message's tokens: text, tool calls (as JSON), name, plus a per-message overhead.
-
-    Non-text content parts (images, audio, files) count a flat ``NON_TEXT_PART_TOKENS`` each.
-    """
-    total = overhead
-    content = message.get("content")
-    if isinstance(content, str):
-        total += counter(content)
-    elif isinstance(content, list):
-        for part in content:
-            if part.get("type") in ("text", "refusal"):
-                total += counter(str(part.get("text", part.get("refusal", ""))))
-            else:
-                total += NON_TEXT_PART_TOKENS
-    tool_calls = message.get("tool_calls")
-    if tool_calls:
-        total += counter(_TOOL_CALLS_ENCODER.encode(tool_calls))
-    name = message.get("name")
-    if isinstance(name, str):
-        total += counter(name)
-    return total
-
-
-def _role_label(message: Message) -> str:
-    role = str(message.get("role"))
-    return "user" if role == "human" else role
-
-
-def render_transcript(messages: Sequence[Message]) -> str:
-    """Render messages as a plain transcript for a summarization prompt.
-
-    Tool calls are shown with their names and arguments, tool results with the call they answer,
-    and non-text parts are described rather than dropped.
-    """
-    blocks: list[str] = []
-    for message in messages:
-        label = _role_label(message)
-        name = message.get("name")
-        if isinstance(name, str) and name:
-            label = f"{label} ({name})"
-        if message.get("role") == "tool":
-            label = f"tool result [{message.get('tool_call_id')}]"
-        lines = [f"{label}: {message_text(message)}".rstrip()]
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            lines.append(
-                f"  -> calls {function.get('name')}({function.get('arguments', '')}) "
-                f"[{call.get('id')}]"
-            )
-        blocks.append("\n".join(lines))
-    return "\n---\n".join(blocks)
-
-
-class RememberingCounter:
-    """A token counter that remembers the counts of the texts it was given.
-
-    A thread's verbatim window is mostly the same from one request to the next, so a hit would
-    have a tokenizer count the same texts again on every request. A token counter is a function
-    of the text alone: counts are kept per text, for at most ``max_chars`` characters of text
-    (past that, all are forgotten at once). Only texts of type ``str`` itself are remembered.
-
-    Args:
-        counter: The token counter.
-        max_chars: Characters of text whose counts are kept at most.
-    """
-
-    def __init__(self, counter: TokenCounter, *, max_chars: int = 2_000_000) -> None:
-        self.counter = counter
-        self._max_chars = max_chars
-        self._counts: dict[str, int] = {}
-        self._chars = 0
-
-    def __call__(self, text: str) -> int:
-        found = self._counts.get(text) if type(text) is str else None
-        if found is not None:
-            return found
-        counted = self.counter(text)
-        if type(text) is str and len(text) <= self._max_chars // 8:
-            if self._chars + len(text) > self._max_chars:
-                self._counts.clear()
-                self._chars = 0
-            self._counts[text] = counted
-            self._chars += len(text)
-        return counted
-
-
-class LazyTokens(Sequence[int]):
-    """Token counts of plain turns, each counted the first time it is read.
-
-    With a real tokenizer as the counter, counting is most of what checking a history costs. A
-    cache hit reads the counts of the pinned messages and of the verbatim window only (the
-    summary's entry records what it covers), so it counts those alone, however long the history.
-    Compares equal to the list of the same counts.
-
-    Args:
-        contents: The turns' texts.
-        counter: The token counter.
-        overhead: Tokens added per message.
-    """
-
-    __slots__ = ("_contents", "_counted", "_counter", "_overhead")
-
-    def __init__(self, contents: Sequence[str], counter: TokenCounter, overhead: int) -> None:
-        self._contents = contents
-        self._counter = counter
-        self._overhead = overhead
-        self._counted: dict[int, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._contents)
-
-    def _count(self, position: int) -> int:
-        found = self._counted.get(position)
-        if found is None:
-            found = self._overhead + self._counter(self._contents[position])
-            self._counted[position] = found
-        return found
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        total = len(self._contents)
-        if isinstance(index, slice):
-            return list(map(self._count, range(*index.indices(total))))
-        position = operator.index(index)
-        if position < 0:
-            position += total
-        if not 0 <= position < total:
-            raise IndexError("token index out of range")
-        return self._count(position)
-
-    def __iter__(self) -> Iterator[int]:
-        if self._counter is approx_tokens:
-            # Every count at once (a sum over the history, say): cheaper in C than one by one.
-            return iter(_approx_counts(self._contents, self._overhead))
-        return map(self._count, range(len(self._contents)))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(other) == len(self) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable as one
-
-    def __repr__(self) -> str:
-        return f"LazyTokens({list(self)!r})"
 
 
 @dataclass(frozen=True)
@@ -503,24 +280,6 @@ _PINNED_KINDS = "".join(sorted(PLAIN_KINDS[role] for role in PINNED_ROLES))
 _COUNT_ALL_UP_TO = 500
 
 
-# Texts shorter than this are counted by approx_tokens (plus the overhead) by table lookup.
-_APPROX_TABLE_SIZE = 1024
-
-
-@lru_cache(maxsize=8)
-def _approx_table(overhead: int) -> list[int]:
-    # A list, not a tuple: list.__getitem__ is the faster of the two to map over. Never mutated.
-    return [overhead + _approx_of_length(length) for length in range(_APPROX_TABLE_SIZE)]
-
-
-def _approx_counts(contents: Sequence[str], overhead: int) -> list[int]:
-    """``overhead + approx_tokens(text)`` of every text: looked up in C while texts are short."""
-    try:
-        return list(map(_approx_table(overhead).__getitem__, map(len, contents)))
-    except IndexError:  # a text of the table's size or longer
-        return [overhead + tokens for tokens in map(_approx_of_length, map(len, contents))]
-
-
 def _unhashed_extras(
     messages: Sequence[dict[str, Any]], keys: int
 ) -> tuple[bool, list[Any] | None]:
@@ -583,7 +342,7 @@ def _check_in_bulk(
     tokens: Sequence[int]
     if counter is approx_tokens and count <= _COUNT_ALL_UP_TO:
         # Cheaper to count them all at once than to keep track of which were read.
-        tokens = _approx_counts(contents, overhead)
+        tokens = approx_counts(contents, overhead)
     else:
         tokens = LazyTokens(contents, counter, overhead)
     pinned = count - len(kinds.lstrip(_PINNED_KINDS))
@@ -637,6 +396,41 @@ def check_messages(
     bulk = _check_in_bulk(messages, counter, overhead)
     if bulk is not None:
         return bulk
+    return _check_each(messages, counter, overhead)
+
+
+def _unknown_role(role: object, index: int) -> InvalidInput:
+    return _fail(f"unknown role {_shown(role)} (expected one of {', '.join(sorted(ROLES))})", index)
+
+
+def _check_full(message: Message, index: int, role: str) -> list[str]:
+    """Check what a message that is no plain turn may hold; return its tool calls' ids."""
+    call_ids = _check_tool_calls(message, index, role)
+    _check_content(message, index, role, bool(call_ids))
+    for key in ("name", "tool_call_id"):
+        value = message.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _fail(f"'{key}' must be a string", index)
+    return call_ids
+
+
+def _answer(open_calls: frozenset[str], tool_call_id: object, index: int) -> frozenset[str]:
+    """Check that a tool result answers one of ``open_calls``; return the calls still open."""
+    if not isinstance(tool_call_id, str) or not tool_call_id:
+        raise _fail("a tool message needs a string 'tool_call_id'", index)
+    if tool_call_id not in open_calls:
+        raise _fail(
+            f"tool result {_shown(tool_call_id)} answers no tool call of the assistant "
+            "message directly before it",
+            index,
+        )
+    return open_calls - {tool_call_id}
+
+
+def _check_each(
+    messages: Sequence[Message], counter: TokenCounter, overhead: int
+) -> CheckedMessages:
+    """Check the messages one by one: the path for any list that is not all plain turns."""
     kinds: list[str] = []
     payloads: list[str] = []
     tokens: list[int] = []
@@ -650,9 +444,7 @@ def check_messages(
             raise _fail(f"each message must be a dict, got {type(message).__name__}", index)
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
-            raise _fail(
-                f"unknown role {_shown(role)} (expected one of {', '.join(sorted(ROLES))})", index
-            )
+            raise _unknown_role(role, index)
         content: Any = message.get("content")
         name: Any = message.get("name")
         tool_call_id: Any = message.get("tool_call_id")
@@ -664,14 +456,7 @@ def check_messages(
             and (tool_call_id is None or isinstance(tool_call_id, str))
             and message.get("tool_calls") is None
         )
-        call_ids: list[str] | None = None
-        if not plain:
-            call_ids = _check_tool_calls(message, index, role)
-            _check_content(message, index, role, bool(call_ids))
-            for key in ("name", "tool_call_id"):
-                value = message.get(key)
-                if value is not None and not isinstance(value, str):
-                    raise _fail(f"'{key}' must be a string", index)
+        call_ids = None if plain else _check_full(message, index, role)
         # Not hashed, so free to change, but of the types documented.
         metadata = message.get("metadata")
         if metadata is not None and not isinstance(metadata, Mapping):
@@ -683,15 +468,7 @@ def check_messages(
             raise _fail("'id' must be a string or an integer", index)
 
         if role == "tool":
-            if not isinstance(tool_call_id, str) or not tool_call_id:
-                raise _fail("a tool message needs a string 'tool_call_id'", index)
-            if tool_call_id not in open_calls:
-                raise _fail(
-                    f"tool result {_shown(tool_call_id)} answers no tool call of the assistant "
-                    "message directly before it",
-                    index,
-                )
-            open_calls = open_calls - {tool_call_id}
+            open_calls = _answer(open_calls, tool_call_id, index)
             for pos in range(answered_unit_start, index):
                 unit_end[pos] = index
             unit_end.append(index)
@@ -716,29 +493,3 @@ def check_messages(
             payloads.append(_canonical(message, role, index))
             tokens.append(count_message_tokens(message, counter, overhead))
     return CheckedMessages(messages, tokens, pinned, unit_end, "".join(kinds), payloads)
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """A thread's messages with its id, so the id need not repeat on every message.
-
-    Attributes:
-        thread_id: Identifies the conversation; summaries are cached per thread.
-        messages: The chat messages, oldest first.
-        metadata: Free-form data about the conversation; ``compress`` adds a ``"slimcache"``
-            entry describing what it did.
-    """
-
-    thread_id: str
-    messages: list[dict[str, Any]]
-    metadata: dict[str, Any] | None = field(default=None)
-
-
-def wrap_messages(messages: Sequence[Message], thread_id: str) -> Conversation:
-    """Wrap a list of messages into a :class:`Conversation` for ``thread_id``."""
-    return Conversation(thread_id=thread_id, messages=[dict(m) for m in messages])
-
-
-def unwrap_messages(conversation: Conversation) -> list[dict[str, Any]]:
-    """Return the messages of a :class:`Conversation` as a plain list."""
-    return list(conversation.messages)

@@ -44,9 +44,10 @@ from slimcache.core.summarizer import (
     summarizer_name,
 )
 from slimcache.core.thread_cache import StoreIO
-from slimcache.messages.checks import CheckedMessages, Message, approx_tokens, check_messages
+from slimcache.messages import CheckedMessages, Message, approx_tokens, check_messages
 from slimcache.recipes.wrap_history import WrapHistory
-from slimcache.stores.protocol import MemoryStore, Store
+from slimcache.stores.memory import MemoryStore
+from slimcache.stores.protocol import Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = ["CachedSummarizer", "ExtendFunction", "PlainSummarizer", "cached_summarizer"]

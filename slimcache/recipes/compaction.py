@@ -40,7 +40,7 @@ from slimcache.core.settings import (
     check_token_counter,
 )
 from slimcache.core.thread_cache import StoreIO
-from slimcache.messages.checks import (
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     NON_TEXT_PART_TOKENS,
     Message,
@@ -57,7 +57,8 @@ from slimcache.recipes.compaction_tool import (
     check_call_id,
     parse_summary,
 )
-from slimcache.stores.protocol import MemoryStore, Store, positive_int, validate_ttl
+from slimcache.stores.memory import MemoryStore
+from slimcache.stores.protocol import Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [

@@ -11,25 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from slimcache._exceptions import ConfigurationError, InvalidInput, SummarizerError
-from slimcache.core.plan import eviction_boundary
+from slimcache._exceptions import InvalidInput, SummarizerError
+from slimcache.core.plan import count_boundary, eviction_boundary
 from slimcache.core.policy import (
-    AnyOf,
-    ContextWindow,
-    EvictableTokens,
     Keep,
-    KeepMessages,
-    KeepTokens,
-    Manual,
-    MessageThreshold,
-    TokenThreshold,
     Trigger,
     WindowState,
     is_settled,
@@ -45,16 +35,13 @@ from slimcache.core.settings import (
     resolve_policies,
 )
 from slimcache.core.strategies import (
-    Concat,
-    Extend,
-    Hybrid,
-    Replace,
     Strategy,
     StrategyName,
+    SummarizeFn,
     resolve_strategy,
 )
 from slimcache.core.summarizer import Prompts, Summarizer, SummaryContext, Task, call_summarizer
-from slimcache.messages.checks import (
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     PINNED_ROLES,
     CheckedMessages,
@@ -64,67 +51,28 @@ from slimcache.messages.checks import (
     check_messages,
     count_message_tokens,
 )
+from slimcache.recipes.conversation_state import (
+    COUNTERS,
+    STATE_FORMAT,
+    STATE_VERSION,
+    ConversationStats,
+    Counters,
+    check_state,
+    check_state_messages,
+    given_or_saved,
+    json_copy,
+    keep_to_json,
+    prompts_to_json,
+    saved_objects,
+    strategy_to_json,
+    trigger_to_json,
+)
 
 __all__ = ["STATE_VERSION", "ConversationCompressor", "ConversationStats"]
 
 logger = logging.getLogger("slimcache")
 
 Hook = Any
-
-STATE_VERSION = 1
-"""The version of the snapshot :meth:`ConversationCompressor.serialize` writes."""
-_STATE_FORMAT = "slimcache.conversation"
-_COUNTERS = (
-    "total_messages",
-    "messages_compressed",
-    "total_input_tokens",
-    "summarization_calls",
-    "summarizer_input_tokens",
-    "summarizer_errors",
-)
-
-
-@dataclass(frozen=True)
-class ConversationStats:
-    """A snapshot of a :class:`ConversationCompressor`'s counters and state.
-
-    Counters run since creation (or the last ``reset_stats``); the others describe the
-    compressor as it is now.
-
-    Attributes:
-        total_messages: Messages added (counter).
-        messages_compressed: Messages folded into the summary (counter).
-        messages_in_window: Messages kept verbatim now, pinned system messages included.
-        total_input_tokens: Tokens of the messages added (counter).
-        summary_tokens: Tokens of the current summary text (0 without one).
-        window_tokens: Tokens of the messages kept verbatim now.
-        compression_ratio: ``messages_compressed / total_messages`` (0.0 before any message).
-        summarization_calls: Summarizer calls made (counter).
-        summarizer_input_tokens: Tokens sent to the summarizer: prompts, previous summaries and
-            messages (counter).
-        summarizer_errors: Compressions that failed because the summarizer did (counter).
-    """
-
-    total_messages: int
-    messages_compressed: int
-    messages_in_window: int
-    total_input_tokens: int
-    summary_tokens: int
-    window_tokens: int
-    compression_ratio: float
-    summarization_calls: int
-    summarizer_input_tokens: int
-    summarizer_errors: int
-
-
-@dataclass
-class _Counters:
-    total_messages: int = 0
-    messages_compressed: int = 0
-    total_input_tokens: int = 0
-    summarization_calls: int = 0
-    summarizer_input_tokens: int = 0
-    summarizer_errors: int = 0
 
 
 class ConversationCompressor:
@@ -224,7 +172,7 @@ class ConversationCompressor:
         self._unit_end: list[int] = []
         self._summary: str | None = None
         self._summarized = 0
-        self._counters = _Counters()
+        self._counters = Counters()
         # Bumped by clear(): a compression that was running then discards its result.
         self._generation = getattr(self, "_generation", 0) + 1
 
@@ -262,7 +210,7 @@ class ConversationCompressor:
             if exc.index is None:
                 raise
             raise InvalidInput(exc.rule, index=exc.index - len(tail)) from None
-        copies = [_json_copy(message, index) for index, message in enumerate(messages)]
+        copies = [json_copy(message, index) for index, message in enumerate(messages)]
         new_tokens = checked.tokens[len(tail) :]
 
         pinning = not self._window and self._summarized == 0
@@ -363,7 +311,7 @@ class ConversationCompressor:
 
     def reset_stats(self) -> None:
         """Zero the counters; the summary and the window are untouched."""
-        self._counters = _Counters()
+        self._counters = Counters()
 
     def clear(self) -> None:
         """Forget everything: the summary, the window and the counters.
@@ -383,23 +331,19 @@ class ConversationCompressor:
         """
         counters = self._counters
         return {
-            "format": _STATE_FORMAT,
+            "format": STATE_FORMAT,
             "version": STATE_VERSION,
             "summary": self._summary,
             "summarized": self._summarized,
             "pinned": copy.deepcopy(self._pinned),
             "window": copy.deepcopy(self._window),
-            "counters": {name: getattr(counters, name) for name in _COUNTERS},
+            "counters": {name: getattr(counters, name) for name in COUNTERS},
             "settings": {
-                "trigger": _trigger_to_json(self._trigger),
-                "keep": _keep_to_json(self._keep),
-                "strategy": _strategy_to_json(self._strategy),
+                "trigger": trigger_to_json(self._trigger),
+                "keep": keep_to_json(self._keep),
+                "strategy": strategy_to_json(self._strategy),
                 "max_summary_tokens": self._max_summary_tokens,
-                "prompts": {
-                    "summarize": self._prompts.summarize,
-                    "extend": self._prompts.extend,
-                    "condense": self._prompts.condense,
-                },
+                "prompts": prompts_to_json(self._prompts),
                 "message_overhead": self._overhead,
                 "summary_role": self._summary_role,
                 "summary_template": self._summary_template,
@@ -449,24 +393,18 @@ class ConversationCompressor:
             ConfigurationError: A setting is missing from the snapshot and not given, or a
                 given one is invalid.
         """
-        data = _check_state(state)
+        data = check_state(state)
         saved = data["settings"]
-        try:
-            saved_trigger = _trigger_from_json(saved.get("trigger"))
-            saved_keep = _keep_from_json(saved.get("keep"))
-            saved_strategy = _strategy_from_json(saved.get("strategy"))
-            saved_prompts = _prompts_from_json(saved.get("prompts"))
-        except (ConfigurationError, KeyError, TypeError, ValueError) as exc:
-            raise InvalidInput(f"state['settings'] is malformed: {exc}") from None
+        saved_trigger, saved_keep, saved_strategy, saved_prompts = saved_objects(saved)
 
         def pick(given: Any, key: str) -> Any:
             return given if given is not None else saved.get(key)
 
         compressor = cls(
             summarizer,
-            trigger=_given_or_saved("trigger", trigger, saved_trigger),
-            keep=_given_or_saved("keep", keep, saved_keep),
-            strategy=_given_or_saved("strategy", strategy, saved_strategy),
+            trigger=given_or_saved("trigger", trigger, saved_trigger),
+            keep=given_or_saved("keep", keep, saved_keep),
+            strategy=given_or_saved("strategy", strategy, saved_strategy),
             max_summary_tokens=pick(max_summary_tokens, "max_summary_tokens"),
             prompts=prompts if prompts is not None else saved_prompts,
             token_counter=token_counter,
@@ -485,20 +423,20 @@ class ConversationCompressor:
         """Load the checked snapshot's messages, summary and counters."""
         pinned: list[dict[str, Any]] = data["pinned"]
         window: list[dict[str, Any]] = data["window"]
-        checked_pinned = _check_state_messages(pinned, "pinned", self._count, self._overhead)
+        checked_pinned = check_state_messages(pinned, "pinned", self._count, self._overhead)
         if checked_pinned.pinned != len(pinned):
             raise InvalidInput("state['pinned'] may hold only system and developer messages")
-        checked = _check_state_messages(window, "window", self._count, self._overhead)
+        checked = check_state_messages(window, "window", self._count, self._overhead)
         if data["summary"] is not None and not window:
             raise InvalidInput("state has a summary but an empty window")
-        self._pinned = [_json_copy(m, i) for i, m in enumerate(pinned)]
+        self._pinned = [json_copy(m, i) for i, m in enumerate(pinned)]
         self._pinned_tokens = list(checked_pinned.tokens)
-        self._window = [_json_copy(m, i) for i, m in enumerate(window)]
+        self._window = [json_copy(m, i) for i, m in enumerate(window)]
         self._window_tokens = list(checked.tokens)
         self._unit_end = list(checked.unit_end)
         self._summary = data["summary"]
         self._summarized = data["summarized"]
-        self._counters = _Counters(**{name: data["counters"][name] for name in _COUNTERS})
+        self._counters = Counters(**{name: data["counters"][name] for name in COUNTERS})
 
     # ------------------------------------------------------------------ compressing
 
@@ -545,7 +483,7 @@ class ConversationCompressor:
         async with self._lock:
             checked = self._checked_window()
             if evict_count is not None:
-                boundary = _count_boundary(checked, evict_count)
+                boundary = count_boundary(checked, evict_count)
                 reason = f"evict_count={evict_count}"
             else:
                 state = self._window_state(checked)
@@ -596,24 +534,7 @@ class ConversationCompressor:
             return await call_summarizer(self._summarizer, messages, context, timeout=self._timeout)
 
         try:
-            try:
-                summary = await self._strategy.combine(
-                    before,
-                    evicted,
-                    summarize,
-                    count=self._count,
-                    max_tokens=self._max_summary_tokens,
-                )
-            except SummarizerError:
-                raise
-            except Exception as exc:
-                raise SummarizerError(
-                    f"strategy {self._strategy.name} failed: {type(exc).__name__}: {exc}"
-                ) from exc
-            if not isinstance(summary, str) or not summary.strip():
-                raise SummarizerError(
-                    f"strategy {self._strategy.name} returned an empty or non-string summary"
-                )
+            summary = await self._combine(before, evicted, summarize)
         except SummarizerError as exc:
             if generation == self._generation:
                 self._counters.summarizer_errors += 1
@@ -645,237 +566,25 @@ class ConversationCompressor:
         await self._emit("on_compress", event)
         return count
 
+    async def _combine(
+        self, before: str | None, evicted: list[dict[str, Any]], summarize: SummarizeFn
+    ) -> str:
+        """Run the strategy; its failure, or an empty summary, is a :class:`SummarizerError`."""
+        try:
+            summary = await self._strategy.combine(
+                before, evicted, summarize, count=self._count, max_tokens=self._max_summary_tokens
+            )
+        except SummarizerError:
+            raise
+        except Exception as exc:
+            raise SummarizerError(
+                f"strategy {self._strategy.name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(summary, str) or not summary.strip():
+            raise SummarizerError(
+                f"strategy {self._strategy.name} returned an empty or non-string summary"
+            )
+        return summary
+
     async def _emit(self, name: str, *args: Any) -> None:
         await call_hook(name, self._hooks[name], *args)
-
-
-_T = TypeVar("_T")
-
-
-def _given_or_saved(name: str, given: _T | None, saved: _T | None) -> _T:
-    """The setting given to ``deserialize``, else the snapshot's."""
-    if given is not None:
-        return given
-    if saved is None:
-        raise ConfigurationError(
-            f"the state's {name} could not be saved (an object of your own, or a Custom merge): "
-            f"pass {name}=... to deserialize"
-        )
-    return saved
-
-
-def _count_boundary(checked: CheckedMessages, count: int) -> int | None:
-    """Last index of the whole units covering at least ``count`` messages from the front.
-
-    The last unit is never included, so fewer messages may be covered.
-    """
-    total = len(checked)
-    boundary: int | None = None
-    position = 0
-    while position < count and position < total:
-        end = checked.unit_end[position]
-        if end >= total - 1:
-            break
-        boundary, position = end, end + 1
-    return boundary
-
-
-def _json_copy(message: Message, index: int) -> dict[str, Any]:
-    """A plain JSON copy of a message, so that the state always serializes."""
-    try:
-        copied: dict[str, Any] = json.loads(json.dumps(dict(message), allow_nan=False))
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidInput(
-            f"message must be JSON-serializable to be kept in the state ({exc})", index=index
-        ) from None
-    return copied
-
-
-# ---------------------------------------------------------------------- snapshot checks
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _check_state(state: object) -> dict[str, Any]:
-    """Check a snapshot's shape and version; return it as a dict."""
-    if not isinstance(state, Mapping):
-        raise InvalidInput(f"state must be a dict from serialize(), got {type(state).__name__}")
-    if state.get("format") != _STATE_FORMAT:
-        raise InvalidInput(
-            f"state is not a ConversationCompressor snapshot (format {state.get('format')!r})"
-        )
-    version = state.get("version")
-    if version != STATE_VERSION:
-        raise InvalidInput(
-            f"state version {version!r} is not supported (this slimcache reads version "
-            f"{STATE_VERSION})"
-        )
-    summary = state.get("summary")
-    if summary is not None and (not isinstance(summary, str) or not summary.strip()):
-        raise InvalidInput("state['summary'] must be a non-empty string or null")
-    summarized = state.get("summarized")
-    if not _is_count(summarized):
-        raise InvalidInput("state['summarized'] must be an integer >= 0")
-    if (summary is None) != (summarized == 0):
-        raise InvalidInput("state['summary'] and state['summarized'] disagree")
-    for key in ("pinned", "window"):
-        if not isinstance(state.get(key), list):
-            raise InvalidInput(f"state[{key!r}] must be a list of messages")
-    counters = state.get("counters")
-    if not isinstance(counters, Mapping) or not all(
-        _is_count(counters.get(name)) for name in _COUNTERS
-    ):
-        raise InvalidInput(f"state['counters'] must hold integers >= 0: {', '.join(_COUNTERS)}")
-    settings = state.get("settings")
-    if not isinstance(settings, Mapping):
-        raise InvalidInput("state['settings'] must be a dict")
-    for key, kinds in _SCALAR_SETTINGS.items():
-        value = settings.get(key)
-        if isinstance(value, bool) or not isinstance(value, kinds):
-            raise InvalidInput(f"state['settings'][{key!r}] has the wrong type: {value!r:.60}")
-    return dict(state)
-
-
-# The plain settings a snapshot holds, and the JSON types each may have.
-_SCALAR_SETTINGS: dict[str, tuple[type, ...]] = {
-    "max_summary_tokens": (int,),
-    "message_overhead": (int,),
-    "summary_role": (str,),
-    "summary_template": (str,),
-    "summarizer_timeout": (int, float, type(None)),
-}
-
-
-def _check_state_messages(
-    messages: list[Any], key: str, counter: TokenCounter, overhead: int
-) -> CheckedMessages:
-    try:
-        return check_messages(messages, counter, overhead)
-    except InvalidInput as exc:
-        where = f"state[{key!r}][{exc.index}]" if exc.index is not None else f"state[{key!r}]"
-        raise InvalidInput(f"{where}: {exc.rule}") from None
-
-
-# ---------------------------------------------------------------------- settings as JSON
-
-
-def _trigger_to_json(trigger: Trigger) -> dict[str, Any] | None:
-    kind = type(trigger)
-    if kind is MessageThreshold:
-        assert isinstance(trigger, MessageThreshold)
-        return {"type": "messages", "messages": trigger.messages}
-    if kind is TokenThreshold:
-        assert isinstance(trigger, TokenThreshold)
-        return {"type": "tokens", "tokens": trigger.tokens}
-    if kind is EvictableTokens:
-        assert isinstance(trigger, EvictableTokens)
-        return {"type": "evictable_tokens", "tokens": trigger.tokens}
-    if kind is ContextWindow:
-        assert isinstance(trigger, ContextWindow)
-        return {
-            "type": "context_window",
-            "max_tokens": trigger.max_tokens,
-            "fraction": trigger.fraction,
-        }
-    if kind is Manual:
-        return {"type": "manual"}
-    if kind is AnyOf:
-        assert isinstance(trigger, AnyOf)
-        parts = [_trigger_to_json(item) for item in trigger.triggers]
-        if any(part is None for part in parts):
-            return None
-        return {"type": "any_of", "triggers": parts}
-    return None
-
-
-def _trigger_from_json(data: object) -> Trigger | None:
-    if data is None:
-        return None
-    if not isinstance(data, Mapping):
-        raise TypeError(f"trigger must be a dict or null, got {type(data).__name__}")
-    kind = data.get("type")
-    if kind == "messages":
-        return MessageThreshold(data["messages"])
-    if kind == "tokens":
-        return TokenThreshold(data["tokens"])
-    if kind == "evictable_tokens":
-        return EvictableTokens(data["tokens"])
-    if kind == "context_window":
-        return ContextWindow(data["max_tokens"], data["fraction"])
-    if kind == "manual":
-        return Manual()
-    if kind == "any_of":
-        parts = data["triggers"]
-        if not isinstance(parts, list):
-            raise TypeError("any_of triggers must be a list")
-        triggers = [_trigger_from_json(part) for part in parts]
-        if any(item is None for item in triggers):
-            raise ValueError("any_of holds an unknown trigger")
-        return AnyOf(*(item for item in triggers if item is not None))
-    raise ValueError(f"unknown trigger type {kind!r}")
-
-
-def _keep_to_json(keep: Keep) -> dict[str, Any] | None:
-    if type(keep) is KeepMessages:
-        assert isinstance(keep, KeepMessages)
-        return {"type": "messages", "messages": keep.messages}
-    if type(keep) is KeepTokens:
-        assert isinstance(keep, KeepTokens)
-        return {"type": "tokens", "tokens": keep.tokens}
-    return None
-
-
-def _keep_from_json(data: object) -> Keep | None:
-    if data is None:
-        return None
-    if not isinstance(data, Mapping):
-        raise TypeError(f"keep must be a dict or null, got {type(data).__name__}")
-    kind = data.get("type")
-    if kind == "messages":
-        return KeepMessages(data["messages"])
-    if kind == "tokens":
-        return KeepTokens(data["tokens"])
-    raise ValueError(f"unknown keep type {kind!r}")
-
-
-_PLAIN_STRATEGIES: dict[str, type[Strategy]] = {
-    "extend": Extend,
-    "concat": Concat,
-    "replace": Replace,
-}
-
-
-def _strategy_to_json(strategy: Strategy) -> dict[str, Any] | None:
-    for name, kind in _PLAIN_STRATEGIES.items():
-        if type(strategy) is kind:
-            return {"type": name}
-    if type(strategy) is Hybrid:
-        assert isinstance(strategy, Hybrid)
-        return {"type": "hybrid", "max_tokens": strategy.max_tokens}
-    return None
-
-
-def _strategy_from_json(data: object) -> Strategy | None:
-    if data is None:
-        return None
-    if not isinstance(data, Mapping):
-        raise TypeError(f"strategy must be a dict or null, got {type(data).__name__}")
-    kind = data.get("type")
-    if kind == "hybrid":
-        return Hybrid(data.get("max_tokens"))
-    if isinstance(kind, str) and kind in _PLAIN_STRATEGIES:
-        return _PLAIN_STRATEGIES[kind]()
-    raise ValueError(f"unknown strategy type {kind!r}")
-
-
-def _prompts_from_json(data: object) -> Prompts:
-    if data is None:
-        return Prompts()
-    if not isinstance(data, Mapping):
-        raise TypeError(f"prompts must be a dict, got {type(data).__name__}")
-    summarize, extend, condense = (data.get(key) for key in ("summarize", "extend", "condense"))
-    if not (isinstance(summarize, str) and isinstance(extend, str) and isinstance(condense, str)):
-        raise TypeError("prompts must hold the strings summarize, extend and condense")
-    return Prompts(summarize, extend, condense)

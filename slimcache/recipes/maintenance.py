@@ -19,7 +19,7 @@ from slimcache.core.plan import History
 from slimcache.core.results import Stats
 from slimcache.core.settings import fingerprints_by_id
 from slimcache.core.thread_cache import StoreIO
-from slimcache.messages.checks import Message, check_messages
+from slimcache.messages import Message, check_messages
 from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.recipes.wrap_history import WrapHistory
 from slimcache.stores.protocol import Store

@@ -41,7 +41,7 @@ from slimcache.core.summarizer import (
     run_summarizer,
     summarizer_name,
 )
-from slimcache.messages.checks import (
+from slimcache.messages import (
     PINNED_ROLES,
     Message,
     TokenCounter,
@@ -51,7 +51,8 @@ from slimcache.messages.checks import (
 from slimcache.recipes.maintenance import clear_thread
 from slimcache.recipes.window_history import DEFAULT_CHUNK_SIZE, HistoryHead, WindowHistory
 from slimcache.recipes.window_memory import ConversationWindowMemory
-from slimcache.stores.protocol import MemoryStore, Store, positive_int
+from slimcache.stores.memory import MemoryStore
+from slimcache.stores.protocol import Store, positive_int
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = ["CompactEndHook", "CompactStartHook", "SlidingWindow", "WindowStats"]

@@ -13,7 +13,7 @@ from typing import Any, overload
 from slimcache._exceptions import InvalidInput
 from slimcache.core.keys import encode_thread_id
 from slimcache.core.settings import check_flag, check_message_overhead, check_token_counter
-from slimcache.messages.checks import (
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
     Conversation,

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeGuard
 
 from slimcache._exceptions import InvalidInput
 from slimcache.core.entries import load_stored
-from slimcache.messages.checks import Message, check_messages
+from slimcache.messages import Message, check_messages
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",

@@ -49,7 +49,7 @@ from slimcache.core.keys import ThreadKeys
 from slimcache.core.results import Stats
 from slimcache.core.settings import CacheOptions, Timeouts, check_store, check_token_counter
 from slimcache.core.thread_cache import StoreIO
-from slimcache.messages.checks import (
+from slimcache.messages import (
     Message,
     TokenCounter,
     approx_tokens,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slimcache.core.entries import RangeRef, ThreadIndex
 from slimcache.core.plan import History
-from slimcache.messages.checks import CheckedMessages
+from slimcache.messages import CheckedMessages
 
 __all__ = ["WrapHistory"]
 

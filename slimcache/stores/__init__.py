@@ -12,12 +12,12 @@
 from slimcache._public import publish as _publish
 from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.core.keys import ThreadKeys, encode_thread_id
+from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
     DeleteOp,
     GetOp,
-    MemoryStore,
     SetIfAbsentOp,
     SetOp,
     Store,

@@ -25,7 +25,8 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError
-from slimcache.stores.protocol import MemoryStore, Store
+from slimcache.stores.memory import MemoryStore
+from slimcache.stores.protocol import Store
 
 __all__ = ["ENTRY_POINT_GROUP", "open_store", "store_schemes"]
 

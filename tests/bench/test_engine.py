@@ -11,7 +11,7 @@ from slimcache import DEFAULT_SUMMARIZE_PROMPT, MemoryStore, Store, approx_token
 from slimcache.bench.datasets import Dataset, request_lengths
 from slimcache.bench.engine import redact_url, thread_id_for
 from slimcache.bench.results import BenchSettings
-from slimcache.messages.checks import count_message_tokens
+from slimcache.messages import count_message_tokens
 from tests.bench.synthetic import SMALL, dataset, replay
 
 

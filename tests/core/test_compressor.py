@@ -38,7 +38,7 @@ from slimcache import (
     unwrap_messages,
     wrap_messages,
 )
-from slimcache.messages.checks import DEFAULT_MESSAGE_OVERHEAD, count_message_tokens
+from slimcache.messages import DEFAULT_MESSAGE_OVERHEAD, count_message_tokens
 from slimcache.stores import ThreadIndex, ThreadKeys
 from slimcache.stores.protocol import SetOp, StoreOp
 from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, WithoutBatch, chat

@@ -33,7 +33,7 @@ from slimcache import (
     SummarizeCompressor,
     SummaryContext,
 )
-from slimcache.messages.checks import check_messages, render_transcript
+from slimcache.messages import check_messages, render_transcript
 from slimcache.stores import ThreadKeys
 from tests.fakes import CountingStore, RecordingSummarizer, chat
 

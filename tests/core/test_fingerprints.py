@@ -17,7 +17,7 @@ from slimcache import KeepMessages, MemoryStore, MessageThreshold, SummarizeComp
 from slimcache.core.fingerprints import HashedRanges
 from slimcache.core.keys import fingerprint_range
 from slimcache.core.plan import History
-from slimcache.messages.checks import check_messages
+from slimcache.messages import check_messages
 from tests.fakes import chat, counting_hashes
 
 KINDS = "suaua"

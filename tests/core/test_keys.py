@@ -25,7 +25,7 @@ from slimcache.core.keys import (
     fingerprint_range,
 )
 from slimcache.core.plan import History
-from slimcache.messages.checks import check_messages
+from slimcache.messages import check_messages
 from slimcache.stores import SummaryEntry, ThreadIndex, ThreadKeys, encode_thread_id
 
 NASTY = st.one_of(

@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from slimcache import KeepMessages, KeepTokens, MessageThreshold
 from slimcache.core.plan import (
-    Extend,
+    ExtendCached,
     History,
     Identity,
+    NothingDue,
     Rules,
-    Serve,
-    Summarize,
-    Unchanged,
+    ServeCached,
+    SummarizeAnew,
     _boundary_from_the_end,
     _boundary_from_the_front,
     decide,
@@ -26,7 +26,7 @@ from slimcache.core.plan import (
     pick_base,
     read_index,
 )
-from slimcache.messages.checks import check_messages
+from slimcache.messages import check_messages
 from slimcache.stores import RangeRef, SummaryEntry, ThreadIndex
 from tests.fakes import chat
 
@@ -62,15 +62,15 @@ def ref(e: SummaryEntry) -> RangeRef:
 
 def test_short_history_is_unchanged_and_long_one_is_summarized() -> None:
     short = history_of(chat(20))
-    assert decide(short, None, RULES, force=False) == Unchanged()
+    assert decide(short, None, RULES, force=False) == NothingDue()
     long = history_of(chat(30))
     decision = decide(long, None, RULES, force=False)
-    assert isinstance(decision, Summarize)
+    assert isinstance(decision, SummarizeAnew)
     assert (decision.target.start, decision.target.end) == (1, 20)
     assert decision.target.fingerprint == long.fingerprint(20)
     assert decision.reason == "messages>20"
     forced = decide(short, None, RULES, force=True)
-    assert isinstance(forced, Summarize)
+    assert isinstance(forced, SummarizeAnew)
     assert forced.reason == "forced"
 
 
@@ -84,13 +84,13 @@ def test_a_matching_head_is_served_then_extended() -> None:
     base, gone = pick_base(view, [], RULES)
     assert base is head
     assert gone == frozenset()
-    assert decide(history, base, RULES, force=False) == Serve(head)
+    assert decide(history, base, RULES, force=False) == ServeCached(head)
 
     longer = history_of(chat(52))
     view = read_index(index, longer, RULES)
     base, _ = pick_base(view, [], RULES)
     decision = decide(longer, base, RULES, force=False)
-    assert isinstance(decision, Extend)
+    assert isinstance(decision, ExtendCached)
     assert decision.base is head
     assert (decision.target.start, decision.target.end) == (1, 42)
 

@@ -20,21 +20,16 @@ from slimcache import (
     SummarizeCompressor,
     approx_tokens,
 )
-from slimcache.messages.checks import (
+from slimcache.messages.checks import MAX_NESTING, _canonical, check_messages, ids_as_records
+from slimcache.messages.tokens import (
     DEFAULT_MESSAGE_OVERHEAD,
-    JSON_KIND,
-    MAX_NESTING,
     NON_TEXT_PART_TOKENS,
-    ROLES,
     LazyTokens,
     RememberingCounter,
-    _canonical,
-    check_messages,
     count_message_tokens,
-    ids_as_records,
-    message_text,
-    render_transcript,
 )
+from slimcache.messages.transcript import message_text, render_transcript
+from slimcache.messages.types import JSON_KIND, ROLES
 from tests.fakes import CountingStore, RecordingSummarizer
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import slimcache.messages.checks
+import slimcache.messages.tokens
 from slimcache import (
     CachedSummarizer,
     ConfigurationError,
@@ -26,7 +27,7 @@ from slimcache import (
     cached_summarizer,
 )
 from slimcache.core.keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
-from slimcache.messages.checks import (
+from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
     LazyTokens,
@@ -270,7 +271,7 @@ async def test_a_hit_counts_no_token_of_the_messages_it_covers(
 ) -> None:
     counted: list[int] = []
     count_one = LazyTokens._count
-    count_all = slimcache.messages.checks._approx_counts
+    count_all = slimcache.messages.tokens.approx_counts
 
     def counting_one(self: LazyTokens, position: int) -> int:
         counted.append(1)
@@ -281,7 +282,9 @@ async def test_a_hit_counts_no_token_of_the_messages_it_covers(
         return count_all(contents, overhead)
 
     monkeypatch.setattr(LazyTokens, "_count", counting_one)
-    monkeypatch.setattr(slimcache.messages.checks, "_approx_counts", counting_all)
+    # Patched where it is defined (lazy counts use it) and where the check imported it.
+    monkeypatch.setattr(slimcache.messages.tokens, "approx_counts", counting_all)
+    monkeypatch.setattr(slimcache.messages.checks, "approx_counts", counting_all)
     summarize = wrap(AsyncOriginal(), MemoryStore())
     history = chat(600)  # long enough for tokens to be counted as they are read
     await summarize(history, thread_id="t")

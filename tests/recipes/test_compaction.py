@@ -31,7 +31,7 @@ from slimcache import (
     StoreError,
     ToolError,
 )
-from slimcache.messages.checks import count_message_tokens
+from slimcache.messages import count_message_tokens
 from slimcache.recipes.compaction import DEFAULT_SESSION_TEMPLATE, NEW_SESSION_TOOL
 from slimcache.stores import ThreadKeys
 from tests.fakes import CountingStore, FailingStore

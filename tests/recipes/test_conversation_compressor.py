@@ -40,7 +40,7 @@ from slimcache import (
     TokenThreshold,
     WindowState,
 )
-from slimcache.messages.checks import count_message_tokens
+from slimcache.messages import count_message_tokens
 from tests.fakes import RecordingSummarizer, chat
 
 ROOT = Path(__file__).resolve().parents[2]

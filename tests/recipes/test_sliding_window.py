@@ -26,7 +26,7 @@ from slimcache import (
     SummaryContext,
     approx_tokens,
 )
-from slimcache.messages.checks import count_message_tokens
+from slimcache.messages import count_message_tokens
 from slimcache.stores import ThreadKeys
 from tests.fakes import RecordingSummarizer, chat
 from tests.recipes.test_window_memory import RecordingStore, assistant_calls, tool, user

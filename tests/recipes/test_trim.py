@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimcache import ConfigurationError, Conversation, InvalidInput, TrimCompressor
-from slimcache.messages.checks import count_message_tokens
+from slimcache.messages import count_message_tokens
 from tests.fakes import chat
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from slimcache import (
     TokenWindowMemory,
     open_store,
 )
-from slimcache.messages.checks import count_message_tokens
+from slimcache.messages import count_message_tokens
 from slimcache.stores import SupportsClose, ThreadKeys
 from tests.fakes import CountingStore, chat
 

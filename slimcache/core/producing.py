@@ -1,0 +1,192 @@
+"""One request's bookkeeping, and producing a range's summary for it.
+
+The strategy says how a summary is combined from an earlier one and the new messages; the
+producer makes the summarizer calls it asks for, counts what each sent, and builds the entry
+the new summary is cached as.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slimcache.core.entries import RangeRef, SummaryEntry
+from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
+from slimcache.core.strategies import Strategy
+from slimcache.core.summarizer import (
+    Prompts,
+    Summarizer,
+    SummaryContext,
+    Task,
+    call_summarizer,
+)
+from slimcache.messages import CheckedMessages, Message, TokenCounter, count_message_tokens
+
+__all__ = ["Emit", "SummaryProducer", "Work"]
+
+Emit = Callable[..., Awaitable[None]]
+"""Calls the named hook, if one is set, with the given arguments."""
+
+
+@dataclass
+class Work:
+    """Bookkeeping of one request while it runs."""
+
+    checked: CheckedMessages
+    thread_id: str | None
+    reason: str | None = None
+    calls: int = 0
+    input_tokens: int = 0
+    new_messages: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def as_given(self, outcome: Outcome) -> CompressionResult:
+        """The result of a request that compressed nothing: the messages as given."""
+        messages = [dict(m) for m in self.checked.messages]
+        return CompressionResult(messages, outcome, thread_id=self.thread_id)
+
+    def around(self, summary_message: dict[str, Any], end: int) -> list[dict[str, Any]]:
+        """The pinned messages, then ``summary_message`` in place of those up to ``end``."""
+        source = self.checked.messages
+        return [
+            *map(dict, source[: self.checked.pinned]),
+            summary_message,
+            *map(dict, source[end + 1 :]),
+        ]
+
+    def result(
+        self,
+        messages: list[dict[str, Any]],
+        outcome: Outcome,
+        summary: str,
+        start: int,
+        end: int,
+        *,
+        cached: bool,
+    ) -> CompressionResult:
+        """The result of a request whose summary covers ``start`` to ``end``."""
+        return CompressionResult(
+            messages=messages,
+            outcome=outcome,
+            summary=summary,
+            summary_range=(start, end),
+            summarizer_calls=self.calls,
+            cached=cached,
+            thread_id=self.thread_id,
+        )
+
+    def event(self, outcome: Outcome, start: int, end: int, summary_tokens: int) -> CompressEvent:
+        """The event a hook is given for this request, now that it has its summary."""
+        return CompressEvent(
+            thread_id=self.thread_id,
+            outcome=outcome,
+            start=start,
+            end=end,
+            new_messages=self.new_messages,
+            summarizer_calls=self.calls,
+            input_tokens=self.input_tokens,
+            summary_tokens=summary_tokens,
+            elapsed=time.perf_counter() - self.started,
+            reason=self.reason,
+        )
+
+
+@dataclass(frozen=True)
+class SummaryProducer:
+    """Produces summaries with a strategy and a summarizer, counting what each call sends.
+
+    Attributes:
+        summarizer: The summarizer.
+        summarizer_id: The summarizer's name, recorded in each entry.
+        strategy: How summaries combine.
+        prompts: The prompts per task.
+        max_tokens: The token budget handed to the summarizer.
+        count: The token counter.
+        overhead: Tokens added per message.
+        timeout: Seconds a summarizer call may take (``None``: unbounded).
+        stats: The counters to add to.
+        emit: Calls a hook by name.
+    """
+
+    summarizer: Summarizer
+    summarizer_id: str
+    strategy: Strategy
+    prompts: Prompts
+    max_tokens: int
+    count: TokenCounter
+    overhead: int
+    timeout: float | None
+    stats: Stats
+    emit: Emit
+
+    async def produce(self, work: Work, base: SummaryEntry | None, target: RangeRef) -> str:
+        """Summarize the messages after ``base`` up to ``target.end`` with the strategy."""
+        first = base.end + 1 if base is not None else target.start
+        new = work.checked.messages[first : target.end + 1]
+
+        async def summarize(task: Task, messages: Sequence[Message], previous: str | None) -> str:
+            start = target.start if task == "condense" else first
+            return await self.call(work, task, messages, previous, start, target.end)
+
+        summary = await self.strategy.combine(
+            base.summary if base is not None else None,
+            new,
+            summarize,
+            count=self.count,
+            max_tokens=self.max_tokens,
+        )
+        work.new_messages = len(new)
+        self.stats.evicted_messages += len(new)
+        await self.emit("on_evict", [dict(m) for m in new], work.reason or "forced")
+        return summary
+
+    async def call(
+        self,
+        work: Work,
+        task: Task,
+        messages: Sequence[Message],
+        previous: str | None,
+        start: int,
+        end: int,
+    ) -> str:
+        """Call the summarizer once for ``task``, counting the tokens it is sent and returns."""
+        prompt = self.prompts.for_task(task).replace("{max_tokens}", str(self.max_tokens))
+        context = SummaryContext(
+            task=task,
+            previous_summary=previous,
+            max_tokens=self.max_tokens,
+            prompt=prompt,
+            thread_id=work.thread_id,
+            start=start,
+            end=end if messages or task == "condense" else start - 1,
+        )
+        sent = self.count(prompt) + sum(
+            count_message_tokens(m, self.count, self.overhead) for m in messages
+        )
+        if previous is not None:
+            sent += self.count(previous)
+        self.stats.summarizer_calls += 1
+        self.stats.summarizer_input_tokens += sent
+        work.calls += 1
+        work.input_tokens += sent
+        summary = await call_summarizer(self.summarizer, messages, context, timeout=self.timeout)
+        self.stats.summarizer_output_tokens += self.count(summary)
+        return summary
+
+    def entry(self, thread: str, target: RangeRef, summary: str, covered: int) -> SummaryEntry:
+        """The entry ``summary`` of ``target`` is cached as; ``covered``: its messages' tokens."""
+        return SummaryEntry(
+            thread=thread,
+            start=target.start,
+            end=target.end,
+            fingerprint=target.fingerprint,
+            summary=summary,
+            summary_tokens=self.count(summary),
+            covered_tokens=covered,
+            created_at=time.time(),
+            summarizer=self.summarizer_id,
+            prompt=self.prompts.digest,
+            strategy=self.strategy.name,
+        )

@@ -1,0 +1,37 @@
+"""The conversation wrapper: a thread's messages with its id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slimcache.messages.types import Message
+
+__all__ = ["Conversation", "unwrap_messages", "wrap_messages"]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A thread's messages with its id, so the id need not repeat on every message.
+
+    Attributes:
+        thread_id: Identifies the conversation; summaries are cached per thread.
+        messages: The chat messages, oldest first.
+        metadata: Free-form data about the conversation; ``compress`` adds a ``"slimcache"``
+            entry describing what it did.
+    """
+
+    thread_id: str
+    messages: list[dict[str, Any]]
+    metadata: dict[str, Any] | None = field(default=None)
+
+
+def wrap_messages(messages: Sequence[Message], thread_id: str) -> Conversation:
+    """Wrap a list of messages into a :class:`Conversation` for ``thread_id``."""
+    return Conversation(thread_id=thread_id, messages=[dict(m) for m in messages])
+
+
+def unwrap_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """Return the messages of a :class:`Conversation` as a plain list."""
+    return list(conversation.messages)

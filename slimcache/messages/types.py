@@ -1,0 +1,36 @@
+"""Chat message types, roles, and the kinds of record a fingerprint hashes per message."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = [
+    "INT_ID_KIND",
+    "JSON_KIND",
+    "PINNED_ROLES",
+    "PLAIN_KINDS",
+    "ROLES",
+    "STR_ID_KIND",
+    "Message",
+    "TokenCounter",
+]
+
+Message = Mapping[str, Any]
+"""An OpenAI-style chat message: ``{"role": ..., "content": ...}`` plus optional fields."""
+
+TokenCounter = Callable[[str], int]
+"""Counts the tokens of a text; plug in tiktoken or your provider's tokenizer."""
+
+ROLES = frozenset({"system", "developer", "user", "human", "assistant", "tool"})
+# Leading messages with these roles are the pinned system prompt.
+PINNED_ROLES = frozenset({"system", "developer"})
+# What a fingerprint records of each message: a plain turn (string content; no name, tool
+# calls or tool call id) is its role's letter and its content as is; any other message is
+# JSON_KIND and its canonical JSON text.
+PLAIN_KINDS = {"system": "s", "developer": "d", "user": "u", "human": "u", "assistant": "a"}
+JSON_KIND = "j"
+# Fingerprinted by their id instead (see ids_as_records): a string id, or an integer id in hex
+# (hex has no length limit, where str(int) refuses numbers past 4,300 digits).
+STR_ID_KIND = "i"
+INT_ID_KIND = "n"
