@@ -117,8 +117,8 @@ from slimcache import (
 )
 from slimcache.bench.summarizers import OfflineSummarizer
 from slimcache.core.fingerprints import MAX_CHARS, MAX_ENTRIES, hashed
-from slimcache.core.keys import ThreadKeys
 from slimcache.messages import check_messages
+from slimcache.stores.keys import ThreadKeys
 
 STORES = ("memory", "redis", "sqlite", "postgres", "s3")
 SIZES = (200, 2000)

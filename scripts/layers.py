@@ -40,10 +40,14 @@ class Layer:
 
 # From the bottom up. A unit may import only from units on lower floors (and from itself).
 LAYERS: tuple[Layer, ...] = (
-    Layer("errors", "the exception types everything raises", ("slimcache._exceptions",)),
+    Layer(
+        "base",
+        "the exception types; the helper that gives public names their public module",
+        ("slimcache._exceptions", "slimcache._public"),
+    ),
     Layer(
         "foundations",
-        "messages and their checks; the Store protocol, its toolkit and registry",
+        "messages and their checks; the Store protocol, the storage format, toolkit, registry",
         ("slimcache.messages", "slimcache.stores"),
     ),
     Layer(

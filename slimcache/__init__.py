@@ -68,7 +68,6 @@ from slimcache.stores import MemoryStore, Store, open_store
 
 if _typing.TYPE_CHECKING:
     # The deprecated names, typed for checkers; at run time __getattr__ serves them.
-    from slimcache.core.keys import fingerprint_chain as fingerprint_chain
     from slimcache.core.strategies import MergeFunction as MergeFunction
     from slimcache.core.strategies import StrategyName as StrategyName
     from slimcache.messages import count_message_tokens as count_message_tokens
@@ -97,6 +96,7 @@ if _typing.TYPE_CHECKING:
     from slimcache.stores import ThreadIndex as ThreadIndex
     from slimcache.stores import ThreadKeys as ThreadKeys
     from slimcache.stores import encode_thread_id as encode_thread_id
+    from slimcache.stores.keys import fingerprint_chain as fingerprint_chain
 
 __version__ = "0.2.0"
 
@@ -201,7 +201,7 @@ _MOVED: dict[str, str] = {
 }
 
 # Deprecated with no public replacement: the legacy key fingerprint, now internal.
-_WITHDRAWN: dict[str, str] = {"fingerprint_chain": "slimcache.core.keys"}
+_WITHDRAWN: dict[str, str] = {"fingerprint_chain": "slimcache.stores.keys"}
 
 
 # Hidden from type checkers, which would otherwise accept any name at all as an attribute;

@@ -16,7 +16,7 @@ import pytest
 import slimcache.core.plan
 from slimcache import Message, SummaryContext
 from slimcache.core.fingerprints import HashedRanges
-from slimcache.core.keys import fingerprint_range
+from slimcache.stores.keys import fingerprint_range
 
 
 @dataclass

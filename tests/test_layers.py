@@ -64,8 +64,15 @@ def test_adapters_use_only_the_public_face() -> None:
     for path in sorted((ROOT / "adapters").glob("*/slimcache_*/*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
-                assert node.module in public, f"{path.relative_to(ROOT)} imports {node.module}"
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                if module == PACKAGE or module.startswith(PACKAGE + "."):
+                    assert module in public, f"{path.relative_to(ROOT)} imports {module}"
 
 
 def test_no_module_or_function_is_too_long() -> None:

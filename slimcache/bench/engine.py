@@ -38,8 +38,8 @@ from slimcache.bench.results import BenchReport, BenchSettings, ModeResult
 from slimcache.bench.summarizers import BenchSummarizer, MeteredSummarizer
 from slimcache.bench.timing import TimedStore, timed_store
 from slimcache.core.compressor import SummarizeCompressor
-from slimcache.core.keys import ThreadKeys
 from slimcache.messages import check_messages
+from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, SupportsGetMany
 
 __all__ = ["MODES", "ProgressSink", "redact_url", "run_bench", "thread_id_for"]

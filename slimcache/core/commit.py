@@ -11,11 +11,11 @@ import logging
 from dataclasses import dataclass
 
 from slimcache._exceptions import StoreError, StoreTimeout
-from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.core.lease import Lease
 from slimcache.core.plan import History, IndexUpdate, Rules, next_index
 from slimcache.core.thread_cache import INDEX_ATTEMPTS, ThreadCache, in_background
 from slimcache.core.turns import PlannedRead
+from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
 
 __all__ = ["IndexWriter"]
 

@@ -22,8 +22,6 @@ from slimcache._exceptions import (
     SummarizerError,
 )
 from slimcache.core.commit import IndexWriter
-from slimcache.core.entries import SummaryEntry
-from slimcache.core.keys import ThreadKeys
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
     ExtendCached,
@@ -65,6 +63,8 @@ from slimcache.messages import (
     check_messages,
     count_message_tokens,
 )
+from slimcache.stores.entries import SummaryEntry
+from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT

@@ -1,12 +1,13 @@
 """What this process hashed into fingerprints, so a history is checked again by comparison.
 
 A cache hit must show that the messages a summary covers are still the ones it was made from:
-their fingerprint (:func:`slimcache.core.keys.fingerprint_range`) must equal the one stored. Hashing
-the whole covered text on every request is the larger part of a hit's cost. A fingerprint is a
-function of its inputs (first message, kinds, payload texts), so when a history's inputs are
-equal to the inputs this process hashed into a fingerprint, the history has that fingerprint:
-comparing strings costs a fraction of hashing them (and next to nothing when they are the very
-objects of the last request). Nothing is trusted that was not compared: a miss hashes as before.
+their fingerprint (:func:`slimcache.stores.keys.fingerprint_range`) must equal the one stored.
+Hashing the whole covered text on every request is the larger part of a hit's cost. A
+fingerprint is a function of its inputs (first message, kinds, payload texts), so when a history's
+inputs are equal to the inputs this process hashed into a fingerprint, the history has that
+fingerprint: comparing strings costs a fraction of hashing them (and next to nothing when they are
+the very objects of the last request).
+Nothing is trusted that was not compared: a miss hashes as before.
 
 The inputs are kept in a process-wide LRU bounded by characters. They are only an accelerator:
 nothing is served from them, and a restart or another worker only means hashing once more.

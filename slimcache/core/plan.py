@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Union
 
-from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.core.fingerprints import hashed
-from slimcache.core.keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
 from slimcache.core.policy import Keep, KeepMessages, KeepTokens, Trigger, WindowState, is_settled
 from slimcache.messages import CheckedMessages, ids_as_records
+from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache.stores.keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
 
 __all__ = [
     "Decision",
@@ -91,7 +91,7 @@ class History:
     def same(self, end: int, fingerprint: str) -> bool:
         """Whether messages ``first..end`` (``end`` inside the history) have ``fingerprint``.
 
-        Either form is checked: :func:`~slimcache.core.keys.fingerprint_range`'s, by comparison
+        Either form is checked: :func:`~slimcache.stores.keys.fingerprint_range`'s, by comparison
         with what this process hashed when it can, or the older per-message chain's.
         """
         if fingerprint.startswith(FINGERPRINT_PREFIX):

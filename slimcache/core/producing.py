@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slimcache.core.entries import RangeRef, SummaryEntry
 from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
@@ -23,6 +22,7 @@ from slimcache.core.summarizer import (
     call_summarizer,
 )
 from slimcache.messages import CheckedMessages, Message, TokenCounter, count_message_tokens
+from slimcache.stores.entries import RangeRef, SummaryEntry
 
 __all__ = ["Emit", "SummaryProducer", "Work"]
 

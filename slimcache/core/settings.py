@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.core.keys import normalize_namespace
 from slimcache.core.policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
 from slimcache.core.setting_checks import (
     check_callables,
@@ -31,6 +30,7 @@ from slimcache.core.setting_checks import (
 )
 from slimcache.core.summarizer import Prompts
 from slimcache.messages import DEFAULT_MESSAGE_OVERHEAD, TokenCounter, approx_tokens
+from slimcache.stores.keys import normalize_namespace
 from slimcache.stores.protocol import positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 

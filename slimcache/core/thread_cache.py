@@ -14,9 +14,9 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from slimcache._exceptions import StoreError, StoreTimeout
-from slimcache.core.entries import SummaryEntry, ThreadIndex
-from slimcache.core.keys import ThreadKeys
 from slimcache.core.results import Stats
+from slimcache.stores.entries import SummaryEntry, ThreadIndex
+from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import (
     CompareAndSetOp,
     DeleteOp,

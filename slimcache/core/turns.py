@@ -12,7 +12,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from slimcache.core.entries import RangeRef, SummaryEntry
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
     Decision,
@@ -27,6 +26,7 @@ from slimcache.core.plan import (
 )
 from slimcache.core.results import Stats
 from slimcache.core.thread_cache import ThreadCache
+from slimcache.stores.entries import RangeRef, SummaryEntry
 
 __all__ = ["PlannedRead", "Replan", "due_range", "plan_read", "take_turn"]
 

@@ -5,7 +5,7 @@ each thread's summary in the store with a fingerprint of the messages it covers.
 call is served from the store; a call with more messages asks the original function only
 about the new ones, handing it the previous summary as a leading system message.
 
-Keys: ``ThreadKeys(thread_id, namespace).wrapped`` (see :mod:`slimcache.core.keys`), an index
+Keys: ``ThreadKeys(thread_id, namespace).wrapped`` (see :mod:`slimcache.stores.keys`), an index
 of the ranges cached for the thread with a copy of the newest summary, and one entry per range
 (ranges always start at message 0 here).
 
@@ -24,8 +24,6 @@ from dataclasses import replace
 from typing import Any, Literal, Union
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
-from slimcache.core.entries import SummaryEntry, ThreadIndex
-from slimcache.core.keys import ThreadKeys, WrappedKeys
 from slimcache.core.plan import listed_with
 from slimcache.core.results import Stats
 from slimcache.core.settings import (
@@ -46,6 +44,8 @@ from slimcache.core.summarizer import (
 from slimcache.core.thread_cache import StoreIO
 from slimcache.messages import CheckedMessages, Message, approx_tokens, check_messages
 from slimcache.recipes.wrap_history import WrapHistory
+from slimcache.stores.entries import SummaryEntry, ThreadIndex
+from slimcache.stores.keys import ThreadKeys, WrappedKeys
 from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT

@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
-from slimcache.core.keys import ThreadKeys, normalize_namespace
 from slimcache.core.results import Stats
 from slimcache.core.settings import (
     Timeouts,
@@ -57,6 +56,7 @@ from slimcache.recipes.compaction_tool import (
     check_call_id,
     parse_summary,
 )
+from slimcache.stores.keys import ThreadKeys, normalize_namespace
 from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT

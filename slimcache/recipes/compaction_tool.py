@@ -2,7 +2,7 @@
 
 :class:`~slimcache.recipes.compaction.Compaction` builds these; what it stores per thread is a
 :class:`NewSession` record under the new thread and a :class:`SessionLink` under the old one
-(keys from :class:`~slimcache.core.keys.ThreadKeys`).
+(keys from :class:`~slimcache.stores.keys.ThreadKeys`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slimcache._exceptions import InvalidInput
-from slimcache.core.entries import load_stored
-from slimcache.core.keys import encode_thread_id
+from slimcache.stores.entries import load_stored
+from slimcache.stores.keys import encode_thread_id
 
 __all__ = [
     "ContextStatus",

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache.core.keys import ThreadKeys
 from slimcache.core.plan import History
 from slimcache.core.results import Stats
 from slimcache.core.settings import fingerprints_by_id
@@ -22,6 +20,8 @@ from slimcache.core.thread_cache import StoreIO
 from slimcache.messages import Message, check_messages
 from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.recipes.wrap_history import WrapHistory
+from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
 

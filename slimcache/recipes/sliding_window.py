@@ -21,7 +21,6 @@ from typing import Any, Union
 
 from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
 from slimcache.core.compressor import SummarizeCompressor
-from slimcache.core.keys import ThreadKeys
 from slimcache.core.policy import KeepMessages, MessageThreshold
 from slimcache.core.results import CompressionResult
 from slimcache.core.settings import (
@@ -51,6 +50,7 @@ from slimcache.messages import (
 from slimcache.recipes.maintenance import clear_thread
 from slimcache.recipes.window_history import DEFAULT_CHUNK_SIZE, HistoryHead, WindowHistory
 from slimcache.recipes.window_memory import ConversationWindowMemory
+from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store, positive_int
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT

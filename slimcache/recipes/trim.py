@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from slimcache._exceptions import InvalidInput
-from slimcache.core.keys import encode_thread_id
 from slimcache.core.settings import check_flag, check_message_overhead, check_token_counter
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -22,6 +21,7 @@ from slimcache.messages import (
     approx_tokens,
     check_messages,
 )
+from slimcache.stores.keys import encode_thread_id
 from slimcache.stores.protocol import positive_int
 
 __all__ = ["TrimCompressor", "TrimResult"]

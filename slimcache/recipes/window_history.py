@@ -1,7 +1,7 @@
 """The stored form of a window memory's history: its head, its chunks, and appended batches.
 
 See :mod:`slimcache.recipes.window_memory` for the layout and how appends use these; the keys
-come from :class:`~slimcache.core.keys.ThreadKeys`. :class:`WindowHistory` is what the
+come from :class:`~slimcache.stores.keys.ThreadKeys`. :class:`WindowHistory` is what the
 sliding window asks of a window memory beyond its public methods.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeGuard
 
 from slimcache._exceptions import InvalidInput
-from slimcache.core.entries import load_stored
 from slimcache.messages import Message, check_messages
+from slimcache.stores.entries import load_stored
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",

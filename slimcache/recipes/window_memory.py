@@ -5,7 +5,7 @@
 keep the whole history, so the window is applied when loading, never when writing.
 
 Layout of one session's history, under the session's keys ``ThreadKeys(session, namespace)``
-(see :mod:`slimcache.core.keys`)::
+(see :mod:`slimcache.stores.keys`)::
 
     history_head                      the head: message count, a random epoch, the chunk
                                       size, the tool calls still unanswered, and the messages
@@ -45,7 +45,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from slimcache._exceptions import InvalidInput, StoreError
-from slimcache.core.keys import ThreadKeys
 from slimcache.core.results import Stats
 from slimcache.core.settings import CacheOptions, Timeouts, check_store, check_token_counter
 from slimcache.core.thread_cache import StoreIO
@@ -65,6 +64,7 @@ from slimcache.recipes.window_history import (
     drop_orphans,
     parse_chunk,
 )
+from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, positive_int
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 

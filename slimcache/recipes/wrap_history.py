@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from slimcache.core.entries import RangeRef, ThreadIndex
 from slimcache.core.plan import History
 from slimcache.messages import CheckedMessages
+from slimcache.stores.entries import RangeRef, ThreadIndex
 
 __all__ = ["WrapHistory"]
 

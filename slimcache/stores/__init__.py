@@ -10,8 +10,8 @@
 """
 
 from slimcache._public import publish as _publish
-from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache.core.keys import ThreadKeys, encode_thread_id
+from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache.stores.keys import ThreadKeys, encode_thread_id
 from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import (
     CompareAndDeleteOp,

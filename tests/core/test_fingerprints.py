@@ -15,9 +15,9 @@ import pytest
 
 from slimcache import KeepMessages, MemoryStore, MessageThreshold, SummarizeCompressor
 from slimcache.core.fingerprints import HashedRanges
-from slimcache.core.keys import fingerprint_range
 from slimcache.core.plan import History
 from slimcache.messages import check_messages
+from slimcache.stores.keys import fingerprint_range
 from tests.fakes import chat, counting_hashes
 
 KINDS = "suaua"

@@ -26,7 +26,6 @@ from slimcache import (
     approx_tokens,
     cached_summarizer,
 )
-from slimcache.core.keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
@@ -34,6 +33,7 @@ from slimcache.messages import (
     check_messages,
 )
 from slimcache.stores import RangeRef, SummaryEntry, ThreadIndex, ThreadKeys
+from slimcache.stores.keys import FINGERPRINT_PREFIX, fingerprint_chain, fingerprint_range
 from slimcache.testing import StoreFactory
 from tests.fakes import FailingStore, chat, counting_hashes
 

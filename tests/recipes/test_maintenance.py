@@ -17,9 +17,9 @@ import redis.exceptions
 from slimcache_sql import SQLStore
 
 from slimcache import StoreError, StoreTimeout
-from slimcache.core.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.recipes.maintenance import clear_thread, thread_ranges
 from slimcache.stores import ThreadKeys
+from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
 from tests.servers.redis_server import RedisServer
 from tests.servers.sqlite_files import sqlite_url
 from tests.stores.test_store_faults import exclusive_lock, frozen

@@ -16,17 +16,17 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-import slimcache.core.keys as keys_module
+import slimcache.stores.keys as keys_module
 from slimcache import InvalidInput
-from slimcache.core.keys import (
+from slimcache.core.plan import History
+from slimcache.messages import check_messages
+from slimcache.stores import SummaryEntry, ThreadIndex, ThreadKeys, encode_thread_id
+from slimcache.stores.keys import (
     MAX_PLAIN_ID_LENGTH,
     SUFFIXES,
     fingerprint_chain,
     fingerprint_range,
 )
-from slimcache.core.plan import History
-from slimcache.messages import check_messages
-from slimcache.stores import SummaryEntry, ThreadIndex, ThreadKeys, encode_thread_id
 
 NASTY = st.one_of(
     st.text(min_size=1),
@@ -326,7 +326,7 @@ def _every_key(keys: ThreadKeys) -> list[str]:
     ]
 
 
-# The grammar of slimcache.core.keys' docstring, one alternative per kind of suffix.
+# The grammar of slimcache.stores.keys' docstring, one alternative per kind of suffix.
 _GRAMMAR = {
     "index": r"index",
     "summary:": r"summary:\d+-\d+",
