@@ -4,7 +4,7 @@ Builds one thread of plain turns by replaying it request by request with the def
 (a summarizer that keeps each message's first words, called in line), then times hits on it and
 profiles them. It uses only the public API (``SummarizeCompressor``, ``MemoryStore``,
 ``compress``), so it runs against any version of slimcache that is first on the path; the
-README's "before" profile is this script run against an earlier commit::
+"before" profile in docs/performance.md is this script run against an earlier commit::
 
     uv run python benchmarks/hit_profile.py
     git worktree add /tmp/slimcache-before 6a8224e

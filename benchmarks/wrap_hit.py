@@ -11,7 +11,7 @@ summarizer call, on the memory store. Two ways of handing over the messages are 
   parsing each request's body would: equal strings, not the same objects.
 
 It uses only the public API (``cached_summarizer``, ``SummarizeCompressor``, ``MemoryStore``),
-so it runs against any version of slimcache that is first on the path; the README's "before"
+so it runs against any version of slimcache that is first on the path; the "before"
 figures are this script run against an earlier commit::
 
     uv run python benchmarks/wrap_hit.py

@@ -9,7 +9,7 @@ Two modes, as in Crush's compaction proposal:
 - ``"auto"``: no status message and no tool; automatic compaction stays with
   :class:`~slimcache.SummarizeCompressor`.
 
-What is persisted, per thread (keys from :class:`~slimcache.ThreadKeys`):
+What is persisted, per thread (keys from :class:`~slimcache.stores.ThreadKeys`):
 
 - ``ThreadKeys(new).session``: the new session's record, its summary and first message;
 - ``ThreadKeys(old).link``: the link from the old thread to the new one;

@@ -1,6 +1,6 @@
 """Looking into a thread's cached summaries, and removing them.
 
-These read the same keys the compressor writes (see :class:`~slimcache.ThreadKeys`): the
+These read the same keys the compressor writes (see :class:`~slimcache.stores.ThreadKeys`): the
 thread's index, which lists its cached ranges and carries a copy of the newest one, and one
 entry per range; or the same pair of keys ``cached_summarizer`` writes beside them.
 """

@@ -3,7 +3,7 @@
 :class:`SlidingWindow` stores every pushed message with a :class:`ConversationWindowMemory`
 and keeps its running summary as the cached range summary of a :class:`SummarizeCompressor`
 working on the same store with ``thread_id`` set to the window's id. Both live in the store
-under the id's keys (:class:`~slimcache.ThreadKeys`: the history's head and chunks, the index
+under the id's keys (:class:`~slimcache.stores.ThreadKeys`: the history's head and chunks, the index
 and the range summaries), so any number of instances with the same id and store,
 in one process or many, and across restarts, see one history and one summary.
 """

@@ -36,7 +36,7 @@ class BatchConformance(ConformanceBase):
         self, store_factory: StoreFactory
     ) -> None:
         store = self.require_batch(await store_factory())
-        lease, index = _unique("lease"), _unique("index")
+        lease, index = _unique("claim"), _unique("listing")
         summary, stale = _unique("summary"), _unique("stale")
         await store.set(index, "index v1")
         await store.set(stale, "old range")
@@ -83,8 +83,8 @@ class BatchConformance(ConformanceBase):
         reads: list[StoreOp] = [GetOp(key) for key in UNUSUAL_KEYS]
         assert await store.batch(reads) == values
         key = UNUSUAL_KEYS[-1]
-        assert await store.batch([CompareAndSetOp(key, values[-1], "next")]) == [True]
-        assert await store.batch([CompareAndDeleteOp(key, "next")]) == [True]
+        assert await store.batch([CompareAndSetOp(key, values[-1], "later")]) == [True]
+        assert await store.batch([CompareAndDeleteOp(key, "later")]) == [True]
 
     async def test_batch_ttls_are_honoured(self, store_factory: StoreFactory) -> None:
         store = self.require_batch(await store_factory())
@@ -118,7 +118,7 @@ class BatchConformance(ConformanceBase):
 
     async def test_batch_race_on_a_lease_has_one_winner(self, store_factory: StoreFactory) -> None:
         store = self.require_batch(await store_factory())
-        lease, guarded = _unique("lease"), _unique("guarded")
+        lease, guarded = _unique("claim"), _unique("guarded")
         await store.set(guarded, "state")
         gate = asyncio.Event()
 

@@ -33,7 +33,7 @@ class CompareAndSetConformance(ConformanceBase):
 
     async def test_compare_and_set_on_matching_value(self, store_factory: StoreFactory) -> None:
         store = self.require_compare_and_set(await store_factory())
-        key = _unique("index")
+        key = _unique("listing")
         await store.set(key, "version 1")
         assert await store.compare_and_set(key, "version 1", "version 2") is True
         assert await store.get(key) == "version 2"
@@ -120,7 +120,7 @@ class CompareAndSetConformance(ConformanceBase):
 
     async def test_compare_and_delete(self, store_factory: StoreFactory) -> None:
         store = self.require_compare_and_set(await store_factory())
-        key, kept, missing = _unique("lease"), _unique("kept"), _unique("missing")
+        key, kept, missing = _unique("claim"), _unique("kept"), _unique("missing")
         await store.set(key, "mine")
         await store.set(kept, "theirs")
         assert await store.compare_and_delete(kept, "mine") is False
@@ -131,8 +131,8 @@ class CompareAndSetConformance(ConformanceBase):
         assert await store.get(key) is None
         assert await store.compare_and_delete(key, "mine") is False
         # A deleted key can be claimed again.
-        assert await store.compare_and_set(key, None, "next") is True
-        assert await store.get(key) == "next"
+        assert await store.compare_and_set(key, None, "later") is True
+        assert await store.get(key) == "later"
 
     async def test_compare_and_delete_leaves_expired_entry_alone(
         self, store_factory: StoreFactory
@@ -149,12 +149,12 @@ class CompareAndSetConformance(ConformanceBase):
     ) -> None:
         store = self.require_compare_and_set(await store_factory())
         key = _unique("released")
-        await store.set(key, "lease")
+        await store.set(key, "claimed")
         gate = asyncio.Event()
 
         async def releaser() -> bool:
             await gate.wait()
-            return await store.compare_and_delete(key, "lease")
+            return await store.compare_and_delete(key, "claimed")
 
         tasks = [asyncio.ensure_future(releaser()) for _ in range(self.race_tasks)]
         await asyncio.sleep(0)

@@ -60,7 +60,7 @@ class SetIfAbsentConformance(ConformanceBase):
 
     async def test_set_if_absent_after_expiry_succeeds(self, store_factory: StoreFactory) -> None:
         store = self.require_set_if_absent(await store_factory())
-        key, witness = _unique("lease"), _unique("witness")
+        key, witness = _unique("claim"), _unique("witness")
         assert await store.set_if_absent(key, "first lease", ttl=self.short_ttl) is True
         # Never read the key before the claim: a read may clean the expired entry up and hide
         # a set_if_absent that treats an expired-but-present entry as taken.
@@ -80,7 +80,7 @@ class SetIfAbsentConformance(ConformanceBase):
 
     async def test_set_if_absent_ttl_expires(self, store_factory: StoreFactory) -> None:
         store = self.require_set_if_absent(await store_factory())
-        key, forever = _unique("lease"), _unique("forever")
+        key, forever = _unique("claim"), _unique("forever")
         assert await store.set_if_absent(forever, "stays") is True
         assert await store.set_if_absent(key, "goes", ttl=self.short_ttl) is True
         assert await self.wait_until_expired(store, key), "entry outlived its ttl"
