@@ -71,15 +71,19 @@ DEFAULT_KEEP = 10
 Hook = Any
 
 
-def resolve_policies(trigger: Trigger | None, keep: Keep | None) -> tuple[Trigger, Keep]:
-    """Fill in the default trigger and keep policy (the same in every compressor), and check
-    the pair.
+def resolve_policies(
+    trigger: Trigger | None, keep: Keep | None, *, default_keep: int = DEFAULT_KEEP
+) -> tuple[Trigger, Keep]:
+    """Fill in the default trigger and keep policy, and check the pair.
+
+    Every compressor keeps :data:`DEFAULT_KEEP` messages by default, except where its docstring
+    says why it keeps another count (``default_keep``).
 
     Raises:
         ConfigurationError: Either is not a policy, or they leave no hysteresis.
     """
     resolved_trigger: Trigger = trigger if trigger is not None else MessageThreshold(20)
-    resolved_keep: Keep = keep if keep is not None else KeepMessages(DEFAULT_KEEP)
+    resolved_keep: Keep = keep if keep is not None else KeepMessages(default_keep)
     if not isinstance(resolved_trigger, Trigger):
         raise ConfigurationError(f"trigger has no reason() method: {resolved_trigger!r}")
     if not isinstance(resolved_keep, Keep):

@@ -70,6 +70,9 @@ from slimcache.recipes.conversation_state import (
 
 __all__ = ["STATE_VERSION", "ConversationCompressor", "ConversationStats"]
 
+KEEP_BY_DEFAULT = 12
+"""Messages kept verbatim by default: convo-compress's default ``target``."""
+
 logger = logging.getLogger("slimcache")
 
 Hook = Any
@@ -97,7 +100,9 @@ class ConversationCompressor:
         summarizer: ``(messages, context) -> str``, async or sync; see :class:`SummaryContext`.
         trigger: When :meth:`get_compressed` compresses (default: more than 20 messages in the
             window); :class:`Manual` never does, only :meth:`compress`.
-        keep: How much stays verbatim after compressing (default: the last 10 messages).
+        keep: How much stays verbatim after compressing (default: the last 12 messages, the
+            ``target: 12`` of convo-compress's default, so code ported from it keeps its window;
+            :class:`SummarizeCompressor` keeps 10).
         strategy: How the summary and the messages leaving the window combine: :class:`Extend`
             (the default), :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`,
             your own :class:`Strategy`, or a shortcut name.
@@ -138,7 +143,7 @@ class ConversationCompressor:
         on_error: Hook | None = None,
     ) -> None:
         check_summarizer(summarizer)
-        self._trigger, self._keep = resolve_policies(trigger, keep)
+        self._trigger, self._keep = resolve_policies(trigger, keep, default_keep=KEEP_BY_DEFAULT)
         self._strategy = resolve_strategy(strategy)
         summary = SummaryFormat(
             max_summary_tokens,

@@ -10,6 +10,7 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError, fields
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,11 +213,15 @@ def test_wrong_value_is_rejected_naming_the_argument(
     assert (store.sets, store.deletes, store.data) == (0, 0, {})
 
 
-def test_siblings_keep_the_same_default() -> None:
+def test_sibling_keep_defaults_are_the_documented_ones() -> None:
+    # The in-process compressor keeps convo-compress's default window of 12, and says so; every
+    # other compressor keeps DEFAULT_KEEP.
     summarizer = RecordingSummarizer()
-    stateless = SummarizeCompressor(summarizer)
-    stateful = ConversationCompressor(summarizer)
-    assert stateless._keep == stateful._keep == KeepMessages(DEFAULT_KEEP)
+    assert SummarizeCompressor(summarizer)._keep == KeepMessages(DEFAULT_KEEP) == KeepMessages(10)
+    assert ConversationCompressor(summarizer)._keep == KeepMessages(12)
+    assert "the last 12 messages" in (ConversationCompressor.__doc__ or "")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "`ConversationCompressor` keeps the last 12 messages" in readme
 
 
 def test_cached_summarizer_checks_every_argument_before_wrapping() -> None:
