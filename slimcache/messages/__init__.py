@@ -1,6 +1,7 @@
 """Chat messages: types, validation, token counting, transcripts and the conversation wrapper.
 
-Internal: import the public names from :mod:`slimcache`.
+Import the public names from :mod:`slimcache`; ``count_message_tokens`` and
+``render_transcript`` are public here. Everything else is internal.
 """
 
 from slimcache.messages.checks import MAX_NESTING, CheckedMessages, check_messages, ids_as_records
