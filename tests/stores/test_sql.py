@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
+import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from slimcache import (
     KeepMessages,
     MessageThreshold,
     StoreError,
+    StoreTimeout,
     SummarizeCompressor,
     open_store,
 )
@@ -549,6 +551,43 @@ async def test_two_engines_write_one_sqlite_file_concurrently(tmp_path: Path) ->
                 got = await store.get_many([f"{name}-{i}" for i in range(40)])
                 assert got == [f"{name}:{i}" for i in range(40)]
             assert await store.get("shared") in names
+
+
+async def test_setup_waits_for_a_fresh_file_held_by_another_connection(tmp_path: Path) -> None:
+    # Another process holds a brand-new file in an exclusive transaction while this store sets
+    # up: the table cannot be created (nor even WAL switched on) until it lets go. Setup waits
+    # within its time bound, however short SQLite's own lock wait, instead of failing at once.
+    path = tmp_path / "fresh.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("CREATE TABLE other (x INTEGER)")
+        async with SQLStore.from_url(sqlite_url(path), timeout=10.0, busy_timeout=0.05) as store:
+            setup = asyncio.create_task(store.setup())
+            await asyncio.sleep(0.5)
+            assert not setup.done()  # waiting for the lock, not failed
+            holder.execute("COMMIT")
+            await asyncio.wait_for(setup, timeout=GUARD)
+            await store.set("k", "v")
+            assert await store.get("k") == "v"
+    finally:
+        holder.close()
+
+
+async def test_setup_on_a_held_file_still_ends_within_its_bound(tmp_path: Path) -> None:
+    path = tmp_path / "held.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("CREATE TABLE other (x INTEGER)")
+        async with SQLStore.from_url(sqlite_url(path), timeout=0.5, busy_timeout=0.05) as store:
+            start = time.monotonic()
+            with pytest.raises(StoreTimeout):
+                await asyncio.wait_for(store.setup(), timeout=GUARD)
+            assert time.monotonic() - start < 0.5 + 2.0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
 
 
 async def test_sqlite_writer_waits_for_another_engines_lock(tmp_path: Path) -> None:

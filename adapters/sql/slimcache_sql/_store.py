@@ -113,6 +113,9 @@ _DRIVER_ERRORS: Final = _driver_errors()
 
 _SQLITE_BUSY: Final = 5  # SQLite's result code for "database is locked"
 
+# Pause between attempts to create the table while another connection holds an SQLite file.
+_SETUP_RETRY_SECONDS: Final = 0.02
+
 
 def _lock_wait_ran_out(exc: BaseException) -> bool:
     """Whether SQLite gave up waiting for a lock (``SQLITE_BUSY``: its busy timeout ran out)."""
@@ -555,15 +558,24 @@ class SQLStore(CallBoundedStore):
             self._ready = True
 
     async def _create_table(self) -> None:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(CreateTable(self._table, if_not_exists=True))
-        except SQLAlchemyError:
-            # Two processes creating the table at once can collide inside PostgreSQL's
-            # catalog even with IF NOT EXISTS; the loser sees the winner's table afterwards.
-            async with self._engine.connect() as conn:
-                if not await conn.run_sync(self._has_table):
-                    raise
+        while True:
+            try:
+                async with self._engine.begin() as conn:
+                    await conn.execute(CreateTable(self._table, if_not_exists=True))
+                return
+            except SQLAlchemyError as exc:
+                if not _lock_wait_ran_out(exc):
+                    failure = exc
+                    break
+            # Another connection holds the SQLite file (a fresh file's first writer switches it
+            # to WAL, and SQLite refuses at once a wait that could deadlock): try again until
+            # it lets go. The call's own time bound ends the wait.
+            await asyncio.sleep(_SETUP_RETRY_SECONDS)
+        # Two processes creating the table at once can collide inside PostgreSQL's catalog
+        # even with IF NOT EXISTS; the loser sees the winner's table afterwards.
+        async with self._engine.connect() as conn:
+            if not await conn.run_sync(self._has_table):
+                raise failure
 
     def _has_table(self, conn: Connection) -> bool:
         return inspect(conn).has_table(self._table.name)
