@@ -1,35 +1,6 @@
 """The adapter-author toolkit, under its former name: import it from :mod:`slimcache.stores`."""
 
-from slimcache.stores.toolkit import (
-    DEFAULT_STORE_TIMEOUT,
-    BoundedStore,
-    CallBoundedStore,
-    ClosingStore,
-    check_ops,
-    check_seconds,
-    combine_options,
-    decode_value,
-    positive_int,
-    run_bounded,
-    run_op,
-    store_error,
-    translate_errors,
-    validate_ttl,
-)
+from slimcache.stores import toolkit as _toolkit
+from slimcache.stores.toolkit import *  # noqa: F403 - the toolkit's own __all__, kept in one place
 
-__all__ = [
-    "DEFAULT_STORE_TIMEOUT",
-    "BoundedStore",
-    "CallBoundedStore",
-    "ClosingStore",
-    "check_ops",
-    "check_seconds",
-    "combine_options",
-    "decode_value",
-    "positive_int",
-    "run_bounded",
-    "run_op",
-    "store_error",
-    "translate_errors",
-    "validate_ttl",
-]
+__all__ = list(_toolkit.__all__)
