@@ -2,10 +2,24 @@
 
 The lease is one store key holding ``"<token> <deadline>"``, written with ``set_if_absent``
 and a TTL. Only its holder releases it (compare-and-delete on the token), a holder renews it
-while its summarizer runs, and a lease whose deadline has passed without the store expiring it
-(or that holds bytes slimcache did not write) may be taken over by compare-and-set. A holder
-that cannot release (the store failed) keeps trying in the background until the lease would
-have expired anyway, so the first request after an outage does not wait out a stale lease.
+while its summarizer runs, and a holder that cannot release (the store failed) keeps trying in
+the background until the lease would have expired anyway, so the first request after an outage
+does not wait out a stale lease.
+
+No waiter trusts another worker's clock. The store expires a lease by its own clock (Redis by
+its TTL; SQL by the database's time; the memory store by its own), and a holder's renewal
+refreshes that TTL. On stores with compare-and-set a waiter takes a lease over when:
+
+- its value is not one slimcache wrote: no token, or a deadline that is not a finite number;
+- its deadline is more than :data:`CLOCK_TOLERANCE` seconds in the waiter's past (a holder
+  renews well before its deadline, so only a holder whose clock is further behind than that
+  could still be alive);
+- the waiter has watched the same value for ``lease_ttl + WATCH_SLACK`` seconds by its own
+  monotonic clock. A live holder rewrites the value every ``lease_ttl / 3`` seconds, so a value
+  that stays the same that long was left by a worker that is gone, whatever deadline it
+  claims (one far in the future, or one written by a clock that runs ahead).
+
+So no lease, whatever it holds, keeps a waiter longer than ``lease_ttl + WATCH_SLACK`` seconds.
 """
 
 from __future__ import annotations
@@ -13,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -21,28 +36,36 @@ from slimcache._exceptions import StoreError
 from slimcache.core.thread_cache import StoreIO, in_background
 from slimcache.stores.protocol import CompareAndDeleteOp, GetOp, SetIfAbsentOp
 
-__all__ = ["Lease", "lease_is_abandoned"]
+__all__ = ["CLOCK_TOLERANCE", "WATCH_SLACK", "Lease", "lease_is_abandoned"]
 
 logger = logging.getLogger("slimcache")
 
-# Seconds of clock difference between workers tolerated before a lease counts as abandoned.
-_CLOCK_SKEW = 1.0
+CLOCK_TOLERANCE = 300.0
+"""Seconds a live holder's clock may be behind a waiter's: a deadline further in the waiter's
+past than this marks the lease as abandoned at once."""
+
+WATCH_SLACK = 1.0
+"""Seconds beyond ``lease_ttl`` that a waiter watches an unchanged lease value before it counts
+as abandoned: room for the holder's renewal call to reach the store."""
 
 
-def lease_is_abandoned(raw: str, now: float, *, skew: float = _CLOCK_SKEW) -> bool:
-    """Whether a lease value is past its deadline, or is not a lease slimcache wrote.
+def lease_is_abandoned(raw: str, now: float, *, tolerance: float = CLOCK_TOLERANCE) -> bool:
+    """Whether a lease value can be taken over on sight, without watching it.
+
+    True when the value is not one slimcache wrote (no token, or a deadline that is not a
+    finite number) or its deadline is more than ``tolerance`` seconds before ``now``.
 
     Args:
         raw: The stored value.
-        now: Unix time.
-        skew: Seconds of clock difference between workers to tolerate.
+        now: The reader's Unix time.
+        tolerance: Seconds a live holder's clock may be behind the reader's.
     """
     token, _, deadline = raw.partition(" ")
     try:
         until = float(deadline)
     except ValueError:
         return True
-    return not token or until != until or until + skew < now
+    return not token or not math.isfinite(until) or until + tolerance < now
 
 
 class Lease:
@@ -52,7 +75,9 @@ class Lease:
         io: The store calls (the store must have ``set_if_absent``).
         key: The lease key.
         ttl: Seconds the lease lives unless renewed.
-        clock: Unix time, replaceable in tests.
+        clock: Unix time, replaceable in tests. It only writes the deadline shown in the
+            value; no other worker's decision depends on it agreeing with theirs.
+        watch_clock: Monotonic seconds, for how long a waiter has seen one value.
     """
 
     def __init__(
@@ -62,13 +87,17 @@ class Lease:
         ttl: float,
         *,
         clock: Callable[[], float] = time.time,
+        watch_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.io = io
         self.key = key
         self.ttl = ttl
         self.clock = clock
+        self.watch_clock = watch_clock
         self.token = uuid.uuid4().hex
         self.value: str | None = None
+        # The other worker's value this one is waiting on, and since when (watch_clock).
+        self._watched: tuple[str, float] | None = None
 
     @property
     def held(self) -> bool:
@@ -116,11 +145,13 @@ class Lease:
         return results[1:]
 
     async def take_over(self, seen: str) -> bool:
-        """Take the lease from a holder that abandoned it (see :func:`lease_is_abandoned`).
+        """Take the lease from a holder that abandoned it; see the module docstring.
 
-        Only on stores with compare-and-set, and only if the lease still holds ``seen``.
+        Call it with each value read from the lease key while waiting: a value seen unchanged
+        for ``ttl + WATCH_SLACK`` seconds counts as abandoned. Only on stores with
+        compare-and-set, and only if the lease still holds ``seen``.
         """
-        if not self.io.compares or not lease_is_abandoned(seen, self.clock()):
+        if not self.io.compares or not self._abandoned(seen):
             return False
         value = self._fresh_value()
         try:
@@ -131,7 +162,18 @@ class Lease:
         if won:
             logger.warning("took over the abandoned lease %s", self.key)
             self.value = value
+            self._watched = None
         return self.held
+
+    def _abandoned(self, seen: str) -> bool:
+        """Whether ``seen`` may be taken over now, watching it from its first sight."""
+        if lease_is_abandoned(seen, self.clock()):
+            return True
+        now = self.watch_clock()
+        if self._watched is None or self._watched[0] != seen:
+            self._watched = (seen, now)
+            return False
+        return now - self._watched[1] > self.ttl + WATCH_SLACK
 
     async def renew(self) -> bool:
         """Push the lease's deadline back; return ``False`` if it is no longer ours."""
@@ -223,9 +265,11 @@ class Lease:
 
     async def _release_later(self, value: str) -> None:
         _, _, deadline = value.partition(" ")
-        until = float(deadline)
+        # Until the lease would have expired: counted on the monotonic clock from now, so a
+        # wall clock that jumps cannot stretch the retries.
+        until = self.watch_clock() + min(float(deadline) - self.clock(), self.ttl)
         delay = 0.1
-        while self.clock() < until:
+        while self.watch_clock() < until:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
             try:

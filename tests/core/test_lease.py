@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from slimcache import KeepMessages, MemoryStore, MessageThreshold, StoreError, SummarizeCompressor
-from slimcache.core.lease import Lease, lease_is_abandoned
+from slimcache.core.lease import CLOCK_TOLERANCE, WATCH_SLACK, Lease, lease_is_abandoned
 from slimcache.core.results import Stats
 from slimcache.core.thread_cache import StoreIO
 from slimcache.stores import ThreadKeys
@@ -121,12 +121,35 @@ async def test_a_live_lease_is_not_taken_over() -> None:
     assert await store.get("k") is None
 
 
-def test_lease_values_past_their_deadline_are_abandoned() -> None:
-    assert lease_is_abandoned("tok 100.0", now=200.0)
-    assert not lease_is_abandoned("tok 100.0", now=100.5)
-    assert lease_is_abandoned("no-deadline", now=0.0)
-    assert lease_is_abandoned(" 100.0", now=0.0)
-    assert lease_is_abandoned("tok nan", now=0.0)
+def test_lease_values_slimcache_did_not_write_or_long_past_are_abandoned_on_sight() -> None:
+    past = 1_000_000.0
+    # Further in the past than a live holder's clock could be behind: abandoned.
+    assert lease_is_abandoned(f"tok {past}", now=past + CLOCK_TOLERANCE + 1)
+    # A holder whose clock is a minute behind writes deadlines a minute "in the past".
+    assert not lease_is_abandoned(f"tok {past}", now=past + 60)
+    assert not lease_is_abandoned(f"tok {past}", now=past + 0.5)
+    for foreign in ("no-deadline", " 100.0", "tok nan", "tok inf", "tok -inf", "tok 1e400"):
+        assert lease_is_abandoned(foreign, now=past), foreign
+    # Far in the future is not abandoned on sight: a waiter watches it (see below).
+    assert not lease_is_abandoned("tok 99999999999", now=past)
+
+
+async def test_a_waiter_takes_over_a_value_unchanged_for_longer_than_the_ttl() -> None:
+    store = MemoryStore()
+    io = StoreIO(store, Stats(), timeout=1.0, ttl=None)
+    ticks = [0.0]
+    waiter = Lease(io, "k", ttl=10, watch_clock=lambda: ticks[0])
+    stuck = "tok 1e308"
+    await store.set("k", stuck)
+    assert not await waiter.take_over(stuck)
+    ticks[0] = 10 + WATCH_SLACK - 0.01
+    assert not await waiter.take_over(stuck)
+    # A new value (the holder renewed) starts the watch again.
+    await store.set("k", "tok 1e307")
+    assert not await waiter.take_over("tok 1e307")
+    ticks[0] = 2 * (10 + WATCH_SLACK)
+    assert await waiter.take_over("tok 1e307")
+    assert await store.get("k") == waiter.value
 
 
 class FreezingStore(MemoryStore):

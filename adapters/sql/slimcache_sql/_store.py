@@ -3,6 +3,10 @@
 The table holds ``key`` (text, primary key), ``value`` (text) and ``expires_at`` (epoch seconds as
 a double, ``NULL`` for no expiry). Writes use each dialect's native ``INSERT ... ON CONFLICT``, so
 ``set`` and ``set_if_absent`` are single atomic statements on SQLite and PostgreSQL alike.
+
+Expiry times are computed and compared by the database's clock, inside the statements: a client
+whose clock runs ahead or behind neither keeps entries alive too long nor expires them early.
+On SQLite that clock is the one of the machine running the statement.
 """
 
 from __future__ import annotations
@@ -12,15 +16,14 @@ import importlib
 import importlib.util
 import re
 import sqlite3
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar, cast
 
 from sqlalchemy import (
-    BindParameter,
     Column,
+    ColumnElement,
     Double,
     MetaData,
     Table,
@@ -30,6 +33,7 @@ from sqlalchemy import (
     delete,
     event,
     inspect,
+    literal_column,
     or_,
     select,
     update,
@@ -221,23 +225,36 @@ class _Statements:
     purge_expired: Executable
 
 
+# The database's own clock, in Unix seconds as a double.
+_SERVER_NOW: Final = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    # The time the statement began: one instant for every row the statement looks at.
+    "postgresql": "CAST(EXTRACT(EPOCH FROM statement_timestamp()) AS DOUBLE PRECISION)",
+}
+
+
 def _build_statements(table: Table, dialect: str) -> _Statements:
     """Build the statements of a store on ``table``.
 
-    Parameters: ``key``, ``value`` and ``expires_at`` (the row to write), ``keys`` (an
-    expanding list), ``expected`` (the value a conditional write requires), ``now`` (epoch
-    seconds: rows with ``expires_at <= now`` have expired), and for ``compare_and_set``
-    ``new_value`` and ``new_expires_at`` (an UPDATE reserves the column names for its SET).
+    Parameters: ``key`` and ``value`` (the row to write), ``ttl`` (its seconds to live, or
+    ``None``), ``keys`` (an expanding list), ``expected`` (the value a conditional write
+    requires), and for ``compare_and_set`` ``new_value`` and ``new_ttl`` (an UPDATE reserves the
+    column names for its SET). Expiry times are the database's clock plus the TTL, and rows
+    with ``expires_at <=`` the database's clock have expired.
     """
     columns = table.c
-    now: BindParameter[float] = bindparam("now", type_=Double())
+    now: ColumnElement[float] = literal_column(_SERVER_NOW[dialect], type_=Double())
     live = or_(columns.expires_at.is_(None), columns.expires_at > now)
     expired = and_(columns.expires_at.is_not(None), columns.expires_at <= now)
     key_matches = columns.key == bindparam("key", type_=Text())
     holds_expected = columns.value == bindparam("expected", type_=Text())
 
     insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-    upsert = insert(table)
+    upsert = insert(table).values(
+        key=bindparam("key", type_=Text()),
+        value=bindparam("value", type_=Text()),
+        expires_at=now + bindparam("ttl", type_=Double()),
+    )
     replace = {"value": upsert.excluded.value, "expires_at": upsert.excluded.expires_at}
     return _Statements(
         get=select(columns.value).where(key_matches, live),
@@ -257,7 +274,7 @@ def _build_statements(table: Table, dialect: str) -> _Statements:
         )
         .values(
             value=bindparam("new_value", type_=Text()),
-            expires_at=bindparam("new_expires_at", type_=Double()),
+            expires_at=now + bindparam("new_ttl", type_=Double()),
         ),
         compare_and_delete=delete(table).where(key_matches, holds_expected, live),
         delete=delete(table).where(key_matches),
@@ -606,14 +623,13 @@ class SQLStore(CallBoundedStore):
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return []
-        now = time.time()
         query = self._statements.get_many
 
         def read(conn: Connection) -> dict[str, str | None]:
             found: dict[str, str | None] = {}
             for start in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[start : start + _IN_CHUNK]
-                for row_key, row_value in conn.execute(query, {"keys": chunk, "now": now}):
+                for row_key, row_value in conn.execute(query, {"keys": chunk}):
                     found[row_key] = self._text(row_value, row_key)
             return found
 
@@ -720,8 +736,7 @@ class SQLStore(CallBoundedStore):
         checked = check_ops(ops)
         if not checked:
             return []
-        now = time.time()
-        works = [self._work(op, now) for op in checked]
+        works = [self._work(op) for op in checked]
 
         def run(conn: Connection) -> list[Any]:
             return [work(conn) for work in works]
@@ -732,38 +747,36 @@ class SQLStore(CallBoundedStore):
         write = not all(isinstance(op, GetOp) for op in checked)
         return await self._run("batch", run, write=write, about=about)
 
-    def _work(self, op: StoreOp, now: float | None = None) -> Callable[[Connection], Any]:
+    def _work(self, op: StoreOp) -> Callable[[Connection], Any]:
         """The statement carrying out ``op``, as work on a connection returning its result.
 
         A conditional write changes one row exactly when its condition holds, so its result is
         whether one row changed.
         """
-        now = time.time() if now is None else now
         statements = self._statements
         if isinstance(op, GetOp):
-            read = _scalar(statements.get, {"key": op.key, "now": now})
+            read = _scalar(statements.get, {"key": op.key})
             key = op.key
             return lambda conn: self._text(read(conn), key)
         if isinstance(op, DeleteOp):
             return _no_result(_rowcount(statements.delete, {"key": op.key}))
+        parameters: dict[str, Any]
         if isinstance(op, CompareAndDeleteOp):
-            parameters = {"key": op.key, "expected": op.expected, "now": now}
+            parameters = {"key": op.key, "expected": op.expected}
             return self._compare(statements.compare_and_delete, parameters, op.key)
         ttl = validate_ttl(op.ttl)
-        expires_at = None if ttl is None else now + ttl
         if isinstance(op, SetOp):
-            parameters = {"key": op.key, "value": op.value, "expires_at": expires_at}
+            parameters = {"key": op.key, "value": op.value, "ttl": ttl}
             return _no_result(_rowcount(statements.set, parameters))
         if isinstance(op, SetIfAbsentOp) or op.expected is None:
             # The same statement serves compare-and-set expecting nothing live.
-            parameters = {"key": op.key, "value": op.value, "expires_at": expires_at, "now": now}
+            parameters = {"key": op.key, "value": op.value, "ttl": ttl}
             return _one_row(_rowcount(statements.set_if_absent, parameters))
         parameters = {
             "match_key": op.key,
             "expected": op.expected,
-            "now": now,
             "new_value": op.value,
-            "new_expires_at": expires_at,
+            "new_ttl": ttl,
         }
         return self._compare(statements.compare_and_set, parameters, op.key)
 
@@ -789,7 +802,7 @@ class SQLStore(CallBoundedStore):
         attempt = _rowcount(statement, parameters)
         if self._dialect != "sqlite":
             return _one_row(attempt)
-        read = _scalar(self._statements.get, {"key": key, "now": parameters["now"]})
+        read = _scalar(self._statements.get, {"key": key})
 
         def execute(conn: Connection) -> bool:
             if attempt(conn) == 1:
@@ -811,7 +824,7 @@ class SQLStore(CallBoundedStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        work = _rowcount(self._statements.purge_expired, {"now": time.time()})
+        work = _rowcount(self._statements.purge_expired, {})
         return await self._run("purge_expired", work, write=True, about="expired rows")
 
     # -- lifetime ------------------------------------------------------------------------------

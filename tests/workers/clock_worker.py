@@ -1,0 +1,103 @@
+"""A worker process whose wall clock runs ahead of or behind everyone else's.
+
+See ``tests/core/test_lease_edges.py``. Before slimcache is imported, ``time.time`` is replaced
+by the real time plus ``--offset`` seconds, so every wall-clock reading of slimcache and the
+store adapters in this process (lease deadlines, expiry times computed on the client) is off
+by that much, as on a machine whose clock is wrong. Monotonic clocks are left alone.
+
+The worker opens the store from ``--store`` (JSON: ``{"url": ..., "options": {...}}``) and
+compresses :func:`conversation` once on ``--thread``. Its summarizer prints ``summarizing``
+and then, with ``--mode die``, ends the process at once, holding the thread's lease; with
+``--mode hold`` it sleeps ``--delay`` seconds (renewing the lease all the while), appends one
+line ``"<start>-<end> worker\\n"`` to ``--calls-log``, answers and prints ``done``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+SUMMARIZER_ID = "clock-worker"
+TRIGGER = 20
+KEEP = 10
+
+
+def _shift_clock(offset: float) -> None:
+    real = time.time
+
+    def shifted() -> float:
+        return real() + offset
+
+    time.time = shifted
+
+
+def conversation(messages: int = 30) -> list[dict[str, Any]]:
+    """The history every worker compresses."""
+    from tests.fakes import chat
+
+    return chat(messages)
+
+
+def compressor_options(lease_ttl: float, lock_wait: float) -> dict[str, Any]:
+    """The settings every worker's compressor shares, so their cache entries serve each other."""
+    from slimcache import KeepMessages, MessageThreshold
+
+    return {
+        "trigger": MessageThreshold(TRIGGER),
+        "keep": KeepMessages(KEEP),
+        "summarizer_id": SUMMARIZER_ID,
+        "lease_ttl": lease_ttl,
+        "lock_wait": lock_wait,
+    }
+
+
+async def _run(args: argparse.Namespace) -> None:
+    from slimcache import Message, SummarizeCompressor, SummaryContext, open_store
+    from slimcache.stores import SupportsClose
+
+    spec = json.loads(args.store)
+    store = open_store(spec["url"], **spec["options"])
+
+    async def summarize(messages: Sequence[Message], context: SummaryContext) -> str:
+        print("summarizing", flush=True)
+        if args.mode == "die":
+            os._exit(0)
+        await asyncio.sleep(args.delay)
+        fd = os.open(args.calls_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(fd, f"{context.start}-{context.end} worker\n".encode())
+        os.close(fd)
+        return f"worker[{context.start}-{context.end}]"
+
+    compressor = SummarizeCompressor(
+        summarize, store, **compressor_options(args.lease_ttl, args.lock_wait)
+    )
+    await compressor.compress(conversation(), thread_id=args.thread)
+    print("done", flush=True)
+    if isinstance(store, SupportsClose):
+        await store.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run one worker; see the module docstring."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--thread", required=True)
+    parser.add_argument("--offset", type=float, required=True)
+    parser.add_argument("--mode", choices=["die", "hold"], required=True)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--lease-ttl", type=float, required=True)
+    parser.add_argument("--lock-wait", type=float, default=30.0)
+    parser.add_argument("--calls-log", default=os.devnull)
+    args = parser.parse_args(argv)
+    _shift_clock(args.offset)
+    asyncio.run(_run(args))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
