@@ -24,6 +24,7 @@ from slimcache.messages.types import (
     JSON_KIND,
     PINNED_ROLES,
     PLAIN_KINDS,
+    ROLE_ALIASES,
     ROLES,
     STR_ID_KIND,
     Message,
@@ -47,7 +48,7 @@ _CANONICAL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separa
 # The role field of a canonical form, up to the tool call id that follows it.
 _NO_CALLS: frozenset[str] = frozenset()
 _ROLE_FIELD = {
-    role: ',"role":"{}","tool_call_id":'.format("user" if role == "human" else role)
+    role: f',"role":"{ROLE_ALIASES.get(role, role)}","tool_call_id":'
     for role in ROLES
 }
 _KIND_ROLE_FIELD = {kind: _ROLE_FIELD[role] for role, kind in PLAIN_KINDS.items()}
@@ -117,7 +118,7 @@ def _fail(rule: str, index: int | None = None) -> InvalidInput:
 
 def _check_content(message: Message, index: int, role: str, has_calls: bool) -> None:
     if "content" not in message or message["content"] is None:
-        if role == "assistant" and has_calls:
+        if ROLE_ALIASES.get(role, role) == "assistant" and has_calls:
             return
         raise _fail(f"a {role} message needs 'content' (a string or a list of parts)", index)
     content = message["content"]
@@ -140,7 +141,7 @@ def _check_tool_calls(message: Message, index: int, role: str) -> list[str]:
     calls = message.get("tool_calls")
     if calls is None:
         return []
-    if role != "assistant":
+    if ROLE_ALIASES.get(role, role) != "assistant":
         raise _fail(f"only assistant messages may carry 'tool_calls', not {role}", index)
     if not isinstance(calls, list):
         raise _fail(f"'tool_calls' must be a list, got {type(calls).__name__}", index)
@@ -241,7 +242,7 @@ def _canonical(message: Message, role: str, index: int) -> str:
     ):
         return _plain_text(content, name, tool_call_id, role_field)
     view = {
-        "role": "user" if role == "human" else role,
+        "role": ROLE_ALIASES.get(role, role),
         "content": content,
         "name": name,
         "tool_calls": message.get("tool_calls"),

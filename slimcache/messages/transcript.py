@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slimcache.messages.types import Message
+from slimcache.messages.types import ROLE_ALIASES, Message
 
 __all__ = ["message_text", "render_transcript"]
 
@@ -47,7 +47,7 @@ def message_text(message: Message) -> str:
 
 def _role_label(message: Message) -> str:
     role = str(message.get("role"))
-    return "user" if role == "human" else role
+    return ROLE_ALIASES.get(role, role)
 
 
 def render_transcript(messages: Sequence[Message]) -> str:

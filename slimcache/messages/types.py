@@ -11,6 +11,7 @@ __all__ = [
     "PINNED_ROLES",
     "PLAIN_KINDS",
     "ROLES",
+    "ROLE_ALIASES",
     "STR_ID_KIND",
     "Message",
     "TokenCounter",
@@ -22,13 +23,22 @@ Message = Mapping[str, Any]
 TokenCounter = Callable[[str], int]
 """Counts the tokens of a text; plug in tiktoken or your provider's tokenizer."""
 
-ROLES = frozenset({"system", "developer", "user", "human", "assistant", "tool"})
+ROLES = frozenset({"system", "developer", "user", "human", "assistant", "ai", "tool"})
+ROLE_ALIASES = {"human": "user", "ai": "assistant"}
+"""Other spellings of a role (LangChain's message types), read as the role they stand for."""
 # Leading messages with these roles are the pinned system prompt.
 PINNED_ROLES = frozenset({"system", "developer"})
 # What a fingerprint records of each message: a plain turn (string content; no name, tool
 # calls or tool call id) is its role's letter and its content as is; any other message is
 # JSON_KIND and its canonical JSON text.
-PLAIN_KINDS = {"system": "s", "developer": "d", "user": "u", "human": "u", "assistant": "a"}
+PLAIN_KINDS = {
+    "system": "s",
+    "developer": "d",
+    "user": "u",
+    "human": "u",
+    "assistant": "a",
+    "ai": "a",
+}
 JSON_KIND = "j"
 # Fingerprinted by their id instead (see ids_as_records): a string id, or an integer id in hex
 # (hex has no length limit, where str(int) refuses numbers past 4,300 digits).

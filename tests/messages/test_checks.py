@@ -134,6 +134,19 @@ def test_human_hashes_like_user() -> None:
     assert a.canonical == b.canonical
 
 
+def test_ai_is_another_spelling_of_assistant() -> None:
+    # LangChain's message type and synaptic's Message::ai both say "ai".
+    answer = {"role": "ai", "content": None, "tool_calls": [CALL]}
+    messages = [{"role": "user", "content": "hi"}, answer]
+    messages.append({"role": "tool", "content": "r", "tool_call_id": "c1"})
+    as_assistant = [messages[0], {**answer, "role": "assistant"}, messages[2]]
+    assert check_messages(messages).canonical == check_messages(as_assistant).canonical
+    assert check_messages(messages).unit_end == [0, 2, 2]
+    assert "assistant:" in render_transcript([{"role": "ai", "content": "sure"}])
+    with pytest.raises(InvalidInput, match="only assistant messages may carry 'tool_calls'"):
+        check_messages([{"role": "human", "content": "x", "tool_calls": [CALL]}])
+
+
 def test_token_counting() -> None:
     assert approx_tokens("") == 0
     assert approx_tokens("abcd") == 1
@@ -422,9 +435,12 @@ async def test_invalid_messages_write_nothing() -> None:
 
 
 def old_canonical(message: Message, role: str, index: int) -> bytes:
-    """The canonical encoding as every earlier version made it; stored fingerprints hash this."""
+    """The canonical encoding as every earlier version made it; stored fingerprints hash this.
+
+    ("ai", which earlier versions refused, is encoded as the "assistant" it stands for.)
+    """
     view = {
-        "role": "user" if role == "human" else role,
+        "role": {"human": "user", "ai": "assistant"}.get(role, role),
         "content": message.get("content"),
         "name": message.get("name"),
         "tool_calls": message.get("tool_calls"),

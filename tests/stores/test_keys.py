@@ -170,7 +170,7 @@ def range_of(messages: list[dict[str, Any]], start: int = 0, end: int | None = N
 
 def spelled_out(messages: list[dict[str, Any]], start: int) -> str:
     """The range fingerprint from its written definition, for plain turns (role and text)."""
-    kinds = "".join({"human": "u"}.get(m["role"], m["role"][0]) for m in messages)
+    kinds = "".join({"human": "u", "ai": "a"}.get(m["role"], m["role"][0]) for m in messages)
     texts = [m["content"] for m in messages]
     state = hashlib.sha256(f"slimcache-fp-v3:{start}:{kinds}:".encode())
     state.update(struct.pack(f"<{len(texts)}Q", *map(len, texts)))
@@ -178,7 +178,7 @@ def spelled_out(messages: list[dict[str, Any]], start: int) -> str:
     return "3:" + state.hexdigest()[:32]
 
 
-_ROLE = st.sampled_from(["system", "developer", "user", "human", "assistant"])
+_ROLE = st.sampled_from(["system", "developer", "user", "human", "assistant", "ai"])
 
 
 @given(st.lists(st.tuples(_ROLE, st.text(max_size=20)), min_size=1, max_size=8), st.data())
@@ -215,6 +215,9 @@ def test_range_fingerprints_see_every_edit_split_and_role(
     assert range_of(other_role) != base
     # "human" is another spelling of "user", as in the canonical form.
     assert range_of([{**m, "role": "human"} for m in messages]) == base
+    # So is "ai" of "assistant".
+    answers = [{**m, "role": "assistant"} for m in messages]
+    assert range_of([{**m, "role": "ai"} for m in messages]) == range_of(answers)
     assert range_of(messages[1:], 0) != range_of(messages, 1)
 
 
