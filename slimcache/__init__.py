@@ -61,6 +61,7 @@ from slimcache.recipes.compaction import (
     ToolError,
 )
 from slimcache.recipes.conversation_compressor import ConversationCompressor
+from slimcache.recipes.maintenance import clear_thread
 from slimcache.recipes.sliding_window import SlidingWindow
 from slimcache.recipes.trim import TrimCompressor, TrimResult
 from slimcache.recipes.window_memory import ConversationWindowMemory, TokenWindowMemory
@@ -157,6 +158,7 @@ __all__ = [
     "__version__",
     "approx_tokens",
     "cached_summarizer",
+    "clear_thread",
     "open_store",
     "unwrap_messages",
     "wrap_messages",

@@ -9,11 +9,12 @@ index), undo, and repair.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from slimcache._exceptions import StoreError, StoreTimeout
+from slimcache._exceptions import ConfigurationError, StoreError, StoreTimeout
 from slimcache.core.results import Stats
 from slimcache.stores.entries import SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys
@@ -32,7 +33,14 @@ from slimcache.stores.protocol import (
 )
 from slimcache.stores.toolkit import run_bounded, run_op
 
-__all__ = ["INDEX_ATTEMPTS", "StoreIO", "ThreadCache", "bounds_itself", "in_background"]
+__all__ = [
+    "INDEX_ATTEMPTS",
+    "StoreIO",
+    "ThreadCache",
+    "bounds_itself",
+    "in_background",
+    "takes_ttl",
+]
 
 logger = logging.getLogger("slimcache")
 
@@ -50,6 +58,31 @@ def in_background(coro: Coroutine[Any, Any, None]) -> None:
     task = asyncio.get_running_loop().create_task(coro)
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
+
+
+# Whether a store type's method takes ``ttl=``, found once per type and method.
+_TAKES_TTL: dict[tuple[type, str], bool] = {}
+
+
+def takes_ttl(store: object, method: str) -> bool:
+    """Whether ``store``'s ``method`` accepts a ``ttl`` keyword (or any keyword).
+
+    A store written to the minimal interface (``set(key, value)``) does not: slimcache then
+    never passes one, and refuses a configured TTL it could not honour.
+    """
+    found = _TAKES_TTL.get((type(store), method))
+    if found is None:
+        try:
+            parameters = inspect.signature(getattr(store, method)).parameters.values()
+        except (TypeError, ValueError):  # no signature to read (a builtin): assume it does
+            found = True
+        else:
+            found = any(
+                (p.name == "ttl" and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD
+                for p in parameters
+            )
+        _TAKES_TTL[(type(store), method)] = found
+    return found
 
 
 def bounds_itself(store: object, timeout: float | None) -> bool:
@@ -70,11 +103,19 @@ class StoreIO:
         stats: The counters to update.
         timeout: Seconds one call may take; ``None`` for no bound.
         ttl: TTL of the entries written.
+
+    Raises:
+        ConfigurationError: ``ttl`` is set but the store's ``set`` takes no ``ttl``.
     """
 
     def __init__(
         self, store: Store, stats: Stats, *, timeout: float | None, ttl: float | None
     ) -> None:
+        if ttl is not None and not takes_ttl(store, "set"):
+            raise ConfigurationError(
+                f"ttl={ttl!r} needs a store whose set() takes a ttl keyword; "
+                f"{type(store).__name__}.set() does not (leave ttl unset with this store)"
+            )
         self.store = store
         self.stats = stats
         self.timeout = timeout
@@ -98,8 +139,13 @@ class StoreIO:
         """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
         return isinstance(self.store, SupportsCompareAndSet)
 
-    async def _call(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
+    async def _call(
+        self, what: str, method: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
+    ) -> _T:
+        """``method(*args, **kwargs)``, bounded and counted, with every failure a
+        ``StoreError``: whatever a user's store raises, even before it returns a coroutine."""
         try:
+            call = method(*args, **kwargs)
             if self._bound is None:
                 return await call
             return await run_bounded(call, self._bound)
@@ -119,10 +165,14 @@ class StoreIO:
             self.stats.store_errors += 1
             raise StoreError(f"store {what} failed: {type(exc).__name__}: {exc}") from exc
 
+    def _ttl(self, method: str, ttl: float | None) -> dict[str, float]:
+        """The ``ttl`` keyword to pass: none when there is no TTL, or the store takes none."""
+        return {} if ttl is None or not takes_ttl(self.store, method) else {"ttl": ttl}
+
     async def get(self, key: str) -> str | None:
         """Read one key."""
         self.stats.store_reads += 1
-        value: Any = await self._call(f"get {key!r}", self.store.get(key))
+        value: Any = await self._call(f"get {key!r}", self.store.get, key)
         return value if isinstance(value, str) else None
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
@@ -131,7 +181,7 @@ class StoreIO:
         if not isinstance(store, SupportsGetMany):
             return [await self.get(key) for key in keys]
         self.stats.store_reads += 1
-        values: Any = await self._call(f"get_many of {len(keys)} keys", store.get_many(keys))
+        values: Any = await self._call(f"get_many of {len(keys)} keys", store.get_many, keys)
         if not isinstance(values, list) or len(values) != len(keys):
             raise StoreError(f"get_many returned {values!r:.80} for {len(keys)} keys")
         return [value if isinstance(value, str) else None for value in values]
@@ -139,15 +189,17 @@ class StoreIO:
     async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
         """Write one key (``ttl`` defaults to the entries' TTL)."""
         self.stats.store_writes += 1
-        await self._call(f"set {key!r}", self.store.set(key, value, ttl=ttl or self.ttl))
+        ttl_kw = self._ttl("set", ttl or self.ttl)
+        await self._call(f"set {key!r}", self.store.set, key, value, **ttl_kw)
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None) -> bool:
         """Write one key if absent; the store must have the ability."""
         store = self.store
         assert isinstance(store, SupportsSetIfAbsent)
         self.stats.store_writes += 1
+        ttl_kw = self._ttl("set_if_absent", ttl)
         won: bool = await self._call(
-            f"set_if_absent {key!r}", store.set_if_absent(key, value, ttl=ttl)
+            f"set_if_absent {key!r}", store.set_if_absent, key, value, **ttl_kw
         )
         return won
 
@@ -158,9 +210,9 @@ class StoreIO:
         store = self.store
         assert isinstance(store, SupportsCompareAndSet)
         self.stats.store_writes += 1
+        ttl_kw = self._ttl("compare_and_set", ttl or self.ttl)
         won: bool = await self._call(
-            f"compare_and_set {key!r}",
-            store.compare_and_set(key, expected, value, ttl=ttl or self.ttl),
+            f"compare_and_set {key!r}", store.compare_and_set, key, expected, value, **ttl_kw
         )
         return won
 
@@ -170,14 +222,14 @@ class StoreIO:
         assert isinstance(store, SupportsCompareAndSet)
         self.stats.store_deletes += 1
         done: bool = await self._call(
-            f"compare_and_delete {key!r}", store.compare_and_delete(key, expected)
+            f"compare_and_delete {key!r}", store.compare_and_delete, key, expected
         )
         return done
 
     async def delete(self, key: str) -> None:
         """Delete one key."""
         self.stats.store_deletes += 1
-        await self._call(f"delete {key!r}", self.store.delete(key))
+        await self._call(f"delete {key!r}", self.store.delete, key)
 
     async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
         """Run ``ops`` in order: one round trip on a store with ``batch``, else one call each.
@@ -189,7 +241,7 @@ class StoreIO:
         if not isinstance(store, SupportsBatch):
             return [await run_op(self, op) for op in ops]
         self.stats.store_batches += 1
-        results: Any = await self._call(f"batch of {len(ops)} operations", store.batch(ops))
+        results: Any = await self._call(f"batch of {len(ops)} operations", store.batch, ops)
         if not isinstance(results, list) or len(results) != len(ops):
             raise StoreError(f"batch returned {results!r:.80} for {len(ops)} operations")
         return [

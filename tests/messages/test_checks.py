@@ -136,8 +136,8 @@ def test_human_hashes_like_user() -> None:
 
 def test_ai_is_another_spelling_of_assistant() -> None:
     # LangChain's message type and synaptic's Message::ai both say "ai".
-    answer = {"role": "ai", "content": None, "tool_calls": [CALL]}
-    messages = [{"role": "user", "content": "hi"}, answer]
+    answer: dict[str, Any] = {"role": "ai", "content": None, "tool_calls": [CALL]}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, answer]
     messages.append({"role": "tool", "content": "r", "tool_call_id": "c1"})
     as_assistant = [messages[0], {**answer, "role": "assistant"}, messages[2]]
     assert check_messages(messages).canonical == check_messages(as_assistant).canonical
