@@ -21,7 +21,7 @@ from typing import Any, Union
 
 from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
 from slimcache.core.compressor import SummarizeCompressor
-from slimcache.core.policy import KeepMessages, MessageThreshold
+from slimcache.core.policy import KeepMessages, MessageThreshold, WindowState
 from slimcache.core.results import CompressionResult
 from slimcache.core.settings import (
     DEFAULT_SUMMARY_TEMPLATE,
@@ -140,6 +140,21 @@ _ROUND: contextvars.ContextVar[_Round | None] = contextvars.ContextVar(
 )
 
 
+@dataclass(frozen=True)
+class _Overflow:
+    """Fires as soon as the window holds more than ``messages`` messages: Crux's strict window.
+
+    ``MessageThreshold`` refuses a keep as large as itself (the compressor would run again on
+    the very next message); for ``batch=1`` that is the point, so the window uses this trigger.
+    """
+
+    messages: int
+
+    def reason(self, state: WindowState) -> str | None:
+        """Fire when the window's message count exceeds ``messages``."""
+        return f"messages>{self.messages}" if state.messages > self.messages else None
+
+
 class SlidingWindow:
     """Keeps the last ``window_size`` messages verbatim and folds older ones into a summary.
 
@@ -174,7 +189,9 @@ class SlidingWindow:
             :meth:`get_messages` returns after the compaction, and ``tokens_after /
             tokens_before``.
         batch: Messages the window may grow past ``window_size`` before a compaction folds
-            them into the summary; at least 2 (default: ``window_size // 2``, at least 2).
+            them into the summary (default: ``window_size // 2``, at least 2). ``batch=1``
+            compacts on every push past ``window_size``, as Crux does: the window then never
+            holds more than ``window_size`` messages, at one summarizer call per push.
         namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
         token_counter: Counts a text's tokens (default: ``ceil(len / 4)``).
         summary_template: Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
@@ -213,8 +230,8 @@ class SlidingWindow:
         positive_int("window_size", window_size)
         if batch is None:
             batch = max(2, window_size // 2)
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 2:
-            raise ConfigurationError(f"batch must be an integer of at least 2, got {batch!r}")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigurationError(f"batch must be a positive integer, got {batch!r}")
         # Checked under its own name first: the group would call it max_summary_tokens.
         positive_int("summary_budget", summary_budget)
         check_summarizer(summarizer)
@@ -250,7 +267,9 @@ class SlidingWindow:
             resolved,
             # Fires once the window holds window_size + batch messages (more than the
             # threshold), and keeps window_size: one summarizer call per batch.
-            trigger=MessageThreshold(window_size + batch - 1),
+            trigger=(
+                _Overflow(window_size) if batch == 1 else MessageThreshold(window_size + batch - 1)
+            ),
             keep=KeepMessages(window_size),
             strategy=Extend(),
             max_summary_tokens=summary_budget,

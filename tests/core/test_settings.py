@@ -94,7 +94,7 @@ BAD: dict[str, list[Any]] = {
     "on_compact_start": NOT_CALLABLE,
     "on_compact_end": NOT_CALLABLE,
     "window_size": POSITIVE_INT,
-    "batch": [1, 0, "4", True, 2.5],
+    "batch": [0, -1, "4", True, 2.5],
     "extend": NOT_CALLABLE,
     "mode": ["manual", 5, None],
     "context_window": POSITIVE_INT,

@@ -102,6 +102,23 @@ async def test_compaction_runs_once_per_batch(make_store: MakeStore) -> None:
     assert len(calls) == (len(history) - 4) // 3  # reading made no call
 
 
+async def test_batch_one_is_crux_strict_window(make_store: MakeStore) -> None:
+    # Crux: windowSize 20, and after 25 pushes getMessages() is the summary and the last 20.
+    store = await make_store()
+    summarizer = RecordingSummarizer()
+    window = SlidingWindow("chat-1", 20, summarizer, store, batch=1)
+    history = turns(25)
+    for message in history:
+        await window.push(message)
+        assert len(await window.get_messages()) <= 21
+    messages = await window.get_messages()
+    assert messages[1:] == history[5:]
+    assert summary_text(messages[0]).endswith("[4-4]")
+    assert ranges(summarizer) == [(i, i) for i in range(5)]  # one message per push
+    stats = window.get_stats()
+    assert (stats.total_messages, stats.windowed_messages, stats.evictions) == (25, 20, 5)
+
+
 async def test_before_the_first_eviction_every_message_is_returned() -> None:
     summarizer = RecordingSummarizer()
     window = SlidingWindow("chat", 4, summarizer, batch=2)
@@ -368,7 +385,7 @@ async def test_invalid_input_and_configuration() -> None:
         SlidingWindow("", 4, summarizer)
     bad_configs: list[Callable[[], object]] = [
         lambda: SlidingWindow("w", 0, summarizer),
-        lambda: SlidingWindow("w", 4, summarizer, batch=1),
+        lambda: SlidingWindow("w", 4, summarizer, batch=0),
         lambda: SlidingWindow("w", 4, summarizer, summary_budget=0),
         lambda: SlidingWindow("w", 4, "not callable"),  # type: ignore[arg-type]
         lambda: SlidingWindow("w", 4, summarizer, object()),  # type: ignore[arg-type]
