@@ -47,6 +47,7 @@ __all__ = [
     "count_tokens",
     "llm_server",
     "prompt_tokens",
+    "system_text",
 ]
 
 OPENAI_PATH = "/v1/chat/completions"
@@ -69,6 +70,17 @@ def _text_of(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
+
+
+def system_text(path: str, body: dict[str, Any]) -> str:
+    """The system prompt of a request: Anthropic's ``system``, or OpenAI's system messages."""
+    if path == ANTHROPIC_PATH:
+        return _text_of(body.get("system"))
+    return "\n".join(
+        _text_of(m.get("content"))
+        for m in body.get("messages", [])
+        if m.get("role") in ("system", "developer")
+    )
 
 
 def prompt_tokens(path: str, body: dict[str, Any]) -> int:
