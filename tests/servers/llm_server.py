@@ -6,7 +6,7 @@ asks (an ``anthropic-version`` header marks Anthropic's). Every request is recor
 path, headers, JSON body) so tests assert on exactly what the official SDKs sent. Scripted
 replies (:meth:`LLMServer.enqueue`) answer the next requests in order with an error status, a
 dropped connection, a delay or a given text; once the script is used up, each request gets a
-successful reply.
+successful reply (the model list plays the script's status, delay and drop too).
 
 It behaves as a real server does at its limits, counting tokens with its own approximation,
 :func:`count_tokens` (four characters a token, rounded up, plus
@@ -308,12 +308,32 @@ class LLMServer:
             def do_GET(self) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 server._record(Recorded(self.path, headers, {}, "GET"))
+                if self.path.partition("?")[0] != MODELS_PATH:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                    return
                 if not _authorized(headers, server.api_key):
                     self._send(401, _openai_body(401, "", _Answer("", False, 0)), {})
-                elif self.path.partition("?")[0] == MODELS_PATH:
-                    self._send(200, _models_body("anthropic-version" in headers), {})
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                    return
+                reply = server._next()
+                if self._delay_or_drop(reply):
+                    return
+                if reply.status >= 400:
+                    self._send(
+                        reply.status,
+                        _openai_body(reply.status, "", _Answer("", False, 0)),
+                        reply.headers,
+                    )
+                    return
+                self._send(200, _models_body("anthropic-version" in headers), reply.headers)
+
+            def _delay_or_drop(self, reply: Reply) -> bool:
+                """Wait as the reply says; drop the connection (and say so) if it says that."""
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.drop:
+                    self.close_connection = True
+                    self.connection.close()
+                return reply.drop
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -335,11 +355,7 @@ class LLMServer:
                     self._send(400, rejected, {})
                     return
                 reply = server._next()
-                if reply.delay:
-                    time.sleep(reply.delay)
-                if reply.drop:
-                    self.close_connection = True
-                    self.connection.close()
+                if self._delay_or_drop(reply):
                     return
                 text = reply.text if reply.text is not None else server.text(self.path, body)
                 answer = _Answer.to(body, text, prompt_tokens(self.path, body))
