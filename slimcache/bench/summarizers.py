@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Sequence
@@ -177,21 +178,28 @@ def make_summarizer(spec: str) -> OfflineSummarizer | HTTPChatSummarizer:
 
 
 class MeteredSummarizer:
-    """Wraps a summarizer and counts the message tokens it is given.
+    """Wraps a summarizer, counts the message tokens it is given and times each call.
 
     Args:
         inner: The summarizer to call.
+
+    Attributes:
+        message_tokens: Tokens of the messages given, counted as the compressor counts them.
+        call_seconds: How long each call that returned took, in call order.
     """
 
     def __init__(self, inner: BenchSummarizer) -> None:
         self.inner = inner
         self.message_tokens = 0
+        self.call_seconds: list[float] = []
 
     async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
         """Count the message tokens of ``messages``, then summarize them with ``inner``."""
         # Counted exactly as the compressor counts them, so the figures can be compared.
         self.message_tokens += sum(count_message_tokens(m) for m in messages)
+        started = time.perf_counter()
         result = self.inner(messages, context)
         if not isinstance(result, str):
             result = await result
+        self.call_seconds.append(time.perf_counter() - started)
         return result

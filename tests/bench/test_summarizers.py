@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,12 +15,19 @@ import pytest
 from slimcache import (
     ConfigurationError,
     MemoryStore,
+    Message,
     SummarizerError,
     SummaryContext,
     approx_tokens,
 )
 from slimcache.bench.engine import run_bench
-from slimcache.bench.summarizers import HTTPChatSummarizer, OfflineSummarizer, make_summarizer
+from slimcache.bench.summarizers import (
+    HTTPChatSummarizer,
+    MeteredSummarizer,
+    OfflineSummarizer,
+    make_summarizer,
+)
+from slimcache.messages import count_message_tokens
 from tests.bench.synthetic import SMALL, dataset
 
 
@@ -149,3 +156,30 @@ def test_http_chat_preflight_fails_fast(chat_server: ChatServer) -> None:
     dead = HTTPChatSummarizer("tiny", api_key="k", base_url=f"http://127.0.0.1:{closed_port}/v1")
     with pytest.raises(SummarizerError, match="cannot reach"):
         dead.preflight(timeout=2.0)
+
+
+async def test_metered_summarizer_counts_times_and_passes_the_context_through() -> None:
+    seen: list[SummaryContext] = []
+
+    async def inner(messages: Sequence[Message], context: SummaryContext) -> str:
+        seen.append(context)
+        return "summary"
+
+    class Named:
+        name = "named"
+
+        def __call__(self, messages: Sequence[Message], context: SummaryContext) -> object:
+            return inner(messages, context)
+
+    metered = MeteredSummarizer(Named())  # type: ignore[arg-type]
+    messages = [{"role": "user", "content": "one two three"}, {"role": "assistant", "content": "x"}]
+    ctx = context()
+    assert await metered(messages, ctx) == "summary"
+    assert await metered(messages[:1], ctx) == "summary"
+    assert seen == [ctx, ctx]
+    assert seen[0] is ctx  # the same context, so what the summarizer reports reaches the stats
+    assert metered.message_tokens == 2 * count_message_tokens(messages[0]) + count_message_tokens(
+        messages[1]
+    )
+    assert len(metered.call_seconds) == 2
+    assert all(seconds >= 0 for seconds in metered.call_seconds)
