@@ -141,7 +141,9 @@ def _notes(report: BenchReport) -> list[str]:
     cached = _cached_mode(report)
     naive = report.modes.get("naive")
     lines = [f"Floor: {floor:,} tokens = every message that ever left the window, counted once."]
-    if cached is not None:
+    if cached is not None and cached.summarizer_calls == 0:
+        lines.append(f"{cached.label} made no summarizer call: every summary came from the store.")
+    elif cached is not None:
         extra = cached.input_tokens - cached.message_tokens
         lines.append(
             f"slimcache sent {cached.message_tokens:,} message tokens to the summarizer "

@@ -51,7 +51,8 @@ async def test_report_table_has_every_row_and_the_floor() -> None:
 
 
 async def test_report_and_plot_of_some_modes_only(tmp_path: Path) -> None:
-    report = await replay(dataset(30, 44), MemoryStore(), modes=["store", "second_pass"])
+    store = MemoryStore()
+    report = await replay(dataset(30, 44), store, modes=["store", "second_pass"])
     console = Console(record=True, width=200)
     print_report(report, console)
     text = console.export_text()
@@ -59,6 +60,10 @@ async def test_report_and_plot_of_some_modes_only(tmp_path: Path) -> None:
     assert "(no store)" not in text
     assert "slimcache sent " in text
     assert "(exactly the floor)" in text
+    again = await replay(dataset(30, 44), store, modes=["store"])
+    console = Console(record=True, width=200)
+    print_report(again, console)
+    assert "made no summarizer call: every summary came from the store." in console.export_text()
     target = tmp_path / "store.png"
     write_plot(report, target)
     assert target.read_bytes().startswith(PNG_SIGNATURE)
