@@ -304,6 +304,9 @@ class LLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out as two writes: without this, Nagle's algorithm and the
+            # client's delayed acknowledgement hold every reply back some 40 ms.
+            disable_nagle_algorithm = True
 
             def do_GET(self) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
