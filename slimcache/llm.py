@@ -16,6 +16,13 @@ errors and timeouts) are retried by the SDK itself, with exponential backoff and
 honouring the server's ``Retry-After``; ``max_retries`` sets how many times. Anything else, and
 a reply without text, raises, and the compressor turns that into a
 :class:`~slimcache.SummarizerError` with the SDK's exception as ``__cause__``.
+
+A reply the model cut at the summary's budget (``finish_reason="length"``,
+``stop_reason="max_tokens"``) is never returned as if it were whole: the request is made once
+more with a prompt asking for a shorter summary, and if that reply is cut too the call raises
+:class:`~slimcache.SummarizerError`, so nothing is cached (or, with ``on_truncated="accept"``,
+the cut summary is returned and a warning logged). The compressor counts both in its
+:class:`~slimcache.Stats` (``truncated_replies``, ``shorter_retries``, ``truncated_accepted``).
 """
 
 from __future__ import annotations
@@ -27,6 +34,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
 from slimcache.core.summarizer import SummaryContext
+from slimcache.core.truncation import (
+    OnTruncated,
+    Reply,
+    check_on_truncated,
+    summarize_within_budget,
+)
 from slimcache.messages import Message
 
 if TYPE_CHECKING:
@@ -105,8 +118,9 @@ class _SDKSummarizer:
 
     provider = ""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, on_truncated: OnTruncated) -> None:
         self.model = _check_model(model)
+        self.on_truncated = check_on_truncated(on_truncated)
         self.name = f"{self.provider}:{model}"
         # slimcache records summarizer_name(summarizer), "<module>.<__qualname__>", with every
         # cached summary; a per-instance qualified name makes that id carry the model, so a
@@ -140,7 +154,8 @@ class OpenAISummarizer(_SDKSummarizer):
 
     Each call sends ``context.to_chat(messages)`` (the task's prompt as the system message, the
     previous summary and the transcript as the user message) with the summary's token budget,
-    ``context.max_tokens``, as ``max_tokens``, and returns the reply's text.
+    ``context.max_tokens``, as ``max_tokens``, and returns the reply's text. A reply cut at the
+    budget (``finish_reason="length"``) is asked for again, shorter; see ``on_truncated``.
 
     The id slimcache records with each cached summary is ``"slimcache.llm.openai:<model>"``, so
     summaries made with another model are not reused (see ``reuse_entries``).
@@ -163,6 +178,10 @@ class OpenAISummarizer(_SDKSummarizer):
             options).
         token_limit: The request field that carries the budget: ``"max_tokens"`` (default)
             or ``"max_completion_tokens"``, which OpenAI's reasoning models require.
+        on_truncated: When the reply is cut at the budget, the request is made once more with
+            a prompt asking for a shorter summary; if that reply is cut too, ``"raise"``
+            (default) raises :class:`~slimcache.SummarizerError`, so nothing is cached, and
+            ``"accept"`` returns the cut summary with a warning logged.
 
     Raises:
         ConfigurationError: An invalid argument, both ``client`` and ``base_url``/``api_key``,
@@ -184,8 +203,9 @@ class OpenAISummarizer(_SDKSummarizer):
         temperature: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
         token_limit: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        on_truncated: OnTruncated = "raise",
     ) -> None:
-        super().__init__(model)
+        super().__init__(model, on_truncated)
         _client_options(client, base_url, api_key, "OpenAI")
         retries = _check_max_retries(max_retries)
         seconds = _check_timeout(timeout)
@@ -220,11 +240,22 @@ class OpenAISummarizer(_SDKSummarizer):
         Raises:
             openai.APIError: The request failed for good (after the retries, or at once for a
                 non-transient error such as 400 or 401).
-            SummarizerError: The reply has no text.
+            SummarizerError: The reply has no text, or it is cut at the budget even when asked
+                for a shorter summary (with ``on_truncated="raise"``).
         """
+        chat = context.to_chat(messages)
+
+        async def complete(prompt: str) -> Reply:
+            return await self._complete([{"role": "system", "content": prompt}, *chat[1:]], context)
+
+        return await summarize_within_budget(
+            complete, context, on_truncated=self.on_truncated, name=self.name
+        )
+
+    async def _complete(self, chat: list[dict[str, str]], context: SummaryContext) -> Reply:
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": context.to_chat(messages),
+            "messages": chat,
             self.token_limit: context.max_tokens,
         }
         if self.temperature is not None:
@@ -235,14 +266,13 @@ class OpenAISummarizer(_SDKSummarizer):
         if not completion.choices:
             raise SummarizerError(f"{self.name} replied with no choices")
         choice = completion.choices[0]
-        text = choice.message.content
-        if not text or not text.strip():
-            refusal = getattr(choice.message, "refusal", None)
-            why = f", refusal: {refusal!r:.200}" if refusal else ""
-            raise SummarizerError(
-                f"{self.name} replied with no text (finish_reason={choice.finish_reason!r}{why})"
-            )
-        return text
+        refusal = getattr(choice.message, "refusal", None)
+        why = f", refusal: {refusal!r:.200}" if refusal else ""
+        return Reply(
+            text=choice.message.content or "",
+            cut=choice.finish_reason == "length",
+            reason=f"finish_reason={choice.finish_reason!r}{why}",
+        )
 
 
 class AnthropicSummarizer(_SDKSummarizer):
@@ -250,7 +280,9 @@ class AnthropicSummarizer(_SDKSummarizer):
 
     Each call sends the task's prompt (``context.prompt``) as ``system``, the previous summary
     and the transcript as one user message, and the summary's token budget
-    (``context.max_tokens``) as ``max_tokens``; it returns the reply's text blocks joined.
+    (``context.max_tokens``) as ``max_tokens``; it returns the reply's text blocks joined. A
+    reply cut at the budget (``stop_reason="max_tokens"``) is asked for again, shorter; see
+    ``on_truncated``.
 
     The id slimcache records with each cached summary is ``"slimcache.llm.anthropic:<model>"``.
 
@@ -267,6 +299,10 @@ class AnthropicSummarizer(_SDKSummarizer):
             built here; a given client's own setting.
         extra_body: Further JSON fields merged into every request body, e.g.
             ``{"temperature": 0}`` where the model takes one.
+        on_truncated: When the reply is cut at the budget, the request is made once more with
+            a prompt asking for a shorter summary; if that reply is cut too, ``"raise"``
+            (default) raises :class:`~slimcache.SummarizerError`, so nothing is cached, and
+            ``"accept"`` returns the cut summary with a warning logged.
 
     Raises:
         ConfigurationError: An invalid argument, or both ``client`` and
@@ -286,8 +322,9 @@ class AnthropicSummarizer(_SDKSummarizer):
         max_retries: int | None = None,
         timeout: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        on_truncated: OnTruncated = "raise",
     ) -> None:
-        super().__init__(model)
+        super().__init__(model, on_truncated)
         _client_options(client, base_url, api_key, "Anthropic")
         retries = _check_max_retries(max_retries)
         seconds = _check_timeout(timeout)
@@ -314,13 +351,23 @@ class AnthropicSummarizer(_SDKSummarizer):
         Raises:
             anthropic.APIError: The request failed for good (after the retries, or at once for
                 a non-transient error such as 400 or 401).
-            SummarizerError: The reply has no text.
+            SummarizerError: The reply has no text, or it is cut at the budget even when asked
+                for a shorter summary (with ``on_truncated="raise"``).
         """
-        chat = context.to_chat(messages)
+        user = context.to_chat(messages)[1]["content"]
+
+        async def complete(prompt: str) -> Reply:
+            return await self._complete(prompt, user, context)
+
+        return await summarize_within_budget(
+            complete, context, on_truncated=self.on_truncated, name=self.name
+        )
+
+    async def _complete(self, system: str, user: str, context: SummaryContext) -> Reply:
         request: dict[str, Any] = {
             "model": self.model,
-            "system": chat[0]["content"],
-            "messages": [{"role": "user", "content": chat[1]["content"]}],
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
             "max_tokens": context.max_tokens,
         }
         if self.extra_body is not None:
@@ -329,11 +376,11 @@ class AnthropicSummarizer(_SDKSummarizer):
         text = "".join(
             getattr(block, "text", "") for block in response.content if block.type == "text"
         )
-        if not text.strip():
-            raise SummarizerError(
-                f"{self.name} replied with no text (stop_reason={response.stop_reason!r})"
-            )
-        return text
+        return Reply(
+            text=text,
+            cut=response.stop_reason == "max_tokens",
+            reason=f"stop_reason={response.stop_reason!r}",
+        )
 
 
 def _build_openai(

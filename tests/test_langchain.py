@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_anthropic import ChatAnthropic
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -21,9 +23,11 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
+from langchain_openai import ChatOpenAI
+from pydantic import Field, SecretStr
 
 from slimcache import (
+    ConfigurationError,
     InvalidInput,
     KeepMessages,
     MemoryStore,
@@ -34,6 +38,7 @@ from slimcache import (
     TrimCompressor,
 )
 from slimcache.core.summarizer import summarizer_name
+from slimcache.core.truncation import shorter_prompt
 from slimcache.langchain import (
     DEVELOPER_ROLE_KEY,
     LangChainSummarizer,
@@ -42,7 +47,9 @@ from slimcache.langchain import (
     to_langchain,
 )
 from slimcache.messages import check_messages
+from slimcache.stores import ThreadKeys
 from tests.fakes import RecordingSummarizer
+from tests.servers.llm_server import ANTHROPIC_PATH, OPENAI_PATH, LLMServer, system_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -419,6 +426,110 @@ async def test_langchain_summarizer_defaults_and_empty_reply() -> None:
     with pytest.raises(SummarizerError):
         await compress_langchain(summarize_compressor(summarizer), lc_conversation(), thread_id="t")
     assert model.options == [{}]  # no budget keyword unless asked
+
+
+# ---------------------------------------------------------------- a reply cut by the budget
+
+# Real chat models (langchain-openai, langchain-anthropic) against the local server, which cuts
+# a reply at the request's max_tokens and says so as OpenAI and Anthropic do.
+LONG_SUMMARY = "The traveller asked about the weather, a table and a taxi. " * 40
+SHORT_SUMMARY = "A trip to Lisbon: table at 8pm, taxi at 7:30."
+
+
+def shorter_when_asked(path: str, body: dict[str, Any]) -> str:
+    return SHORT_SUMMARY if "Write a shorter one" in system_text(path, body) else LONG_SUMMARY
+
+
+def chat_openai(server: LLMServer, **options: Any) -> ChatOpenAI:
+    return ChatOpenAI(
+        model="tiny", base_url=server.openai_base_url, api_key=SecretStr("k"), **options
+    )
+
+
+def chat_anthropic(server: LLMServer, **options: Any) -> ChatAnthropic:
+    return ChatAnthropic(
+        model_name="claude-tiny",
+        base_url=server.anthropic_base_url,
+        api_key=SecretStr("k"),
+        **options,
+    )
+
+
+def budget_compressor(summarizer: LangChainSummarizer, store: MemoryStore) -> SummarizeCompressor:
+    return SummarizeCompressor(
+        summarizer,
+        store,
+        trigger=MessageThreshold(6),
+        keep=KeepMessages(3),
+        max_summary_tokens=55,
+    )
+
+
+@pytest.mark.parametrize("path", [OPENAI_PATH, ANTHROPIC_PATH])
+async def test_langchain_cut_reply_is_asked_again_shorter(llm_server: LLMServer, path: str) -> None:
+    llm_server.text = shorter_when_asked
+    model = chat_openai(llm_server) if path == OPENAI_PATH else chat_anthropic(llm_server)
+    summarizer = LangChainSummarizer(model, max_tokens_kwarg="max_tokens")
+    store = MemoryStore()
+    compressor = budget_compressor(summarizer, store)
+    out = await compress_langchain(compressor, lc_conversation(), thread_id="t")
+    assert out[1].content == f"Summary of the earlier conversation:\n{SHORT_SUMMARY}"
+    first, retry = llm_server.bodies(path)
+    prompt = system_text(path, first)
+    assert "at most 55 tokens" in prompt
+    assert system_text(path, retry) == shorter_prompt(prompt, 55)
+    budget = "max_tokens" if path == ANTHROPIC_PATH else "max_completion_tokens"
+    assert first[budget] == retry[budget] == 55
+    stats = compressor.stats
+    assert (stats.summarizer_calls, stats.truncated_replies, stats.shorter_retries) == (1, 1, 1)
+    again = await compressor.compress_detailed(from_langchain(lc_conversation()), thread_id="t")
+    assert (again.outcome, again.summary) == ("hit", SHORT_SUMMARY)
+
+
+@pytest.mark.parametrize("path", [OPENAI_PATH, ANTHROPIC_PATH])
+async def test_langchain_reply_cut_twice_raises_and_nothing_is_cached(
+    llm_server: LLMServer, path: str
+) -> None:
+    llm_server.text = lambda path, body: LONG_SUMMARY
+    # The budget is the model's own setting here: the reply's metadata still says it was cut.
+    model = (
+        chat_openai(llm_server, max_tokens=30)
+        if path == OPENAI_PATH
+        else chat_anthropic(llm_server, max_tokens=30)
+    )
+    store = MemoryStore()
+    compressor = budget_compressor(LangChainSummarizer(model), store)
+    with pytest.raises(SummarizerError) as caught:
+        await compress_langchain(compressor, lc_conversation(), thread_id="t")
+    reason = "finish_reason='length'" if path == OPENAI_PATH else "stop_reason='max_tokens'"
+    assert reason in str(caught.value.__cause__)
+    assert len(llm_server.bodies(path)) == 2
+    assert await store.get(ThreadKeys("t").index) is None
+    stats = compressor.stats
+    assert (stats.truncated_replies, stats.shorter_retries, stats.summarizer_errors) == (2, 1, 1)
+
+
+async def test_langchain_cut_reply_accepted_with_a_warning(
+    llm_server: LLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    llm_server.text = lambda path, body: LONG_SUMMARY
+    summarizer = LangChainSummarizer(
+        chat_openai(llm_server), max_tokens_kwarg="max_tokens", on_truncated="accept"
+    )
+    compressor = budget_compressor(summarizer, MemoryStore())
+    with caplog.at_level(logging.WARNING, logger="slimcache"):
+        result = await compressor.compress_detailed(
+            from_langchain(lc_conversation()), thread_id="t"
+        )
+    assert result.cached
+    assert result.summary == LONG_SUMMARY[: 4 * 55].strip()
+    assert compressor.stats.truncated_accepted == 1
+    assert any("on_truncated='accept'" in r.getMessage() for r in caplog.records)
+
+
+def test_langchain_summarizer_rejects_a_bad_on_truncated() -> None:
+    with pytest.raises(ConfigurationError, match="on_truncated"):
+        LangChainSummarizer(RecordingChatModel(), on_truncated="drop")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- the docs example

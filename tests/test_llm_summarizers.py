@@ -6,9 +6,11 @@ with scripted errors, so the retries, the request bodies and the error paths are
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from slimcache import (
     SummaryContext,
 )
 from slimcache.core.summarizer import summarizer_name
+from slimcache.core.truncation import shorter_prompt
 from slimcache.llm import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
@@ -35,7 +38,14 @@ from slimcache.llm import (
     OpenAISummarizer,
 )
 from slimcache.stores import SummaryEntry, ThreadKeys
-from tests.servers.llm_server import ANTHROPIC_PATH, OPENAI_PATH, LLMServer, Reply
+from tests.servers.llm_server import (
+    ANTHROPIC_PATH,
+    OPENAI_PATH,
+    LLMServer,
+    Reply,
+    count_tokens,
+    system_text,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "test-key"
@@ -272,6 +282,7 @@ async def test_openai_client_settings(llm_server: LLMServer) -> None:
         {"timeout": float("inf")},
         {"temperature": "hot"},
         {"token_limit": "max_output_tokens"},
+        {"on_truncated": "ignore"},
         {"api_key": KEY, "client": "a client"},
     ],
 )
@@ -396,6 +407,109 @@ async def test_anthropic_client_settings(llm_server: LLMServer) -> None:
     await mine.close()
     with pytest.raises(ConfigurationError, match="not both"):
         AnthropicSummarizer("claude-tiny", client=mine, base_url="http://127.0.0.1:1")
+
+
+# ---------------------------------------------------------------- a reply cut by the budget
+
+# Far over the compressor's budget of 77 tokens, as a small model rambling on would write.
+LONG_SUMMARY = "The user planned a long trip and changed it many times. " * 40
+SHORT_SUMMARY = "The user planned a trip to Lisbon."
+PROVIDERS: dict[str, tuple[Callable[..., Any], str]] = {
+    "openai": (openai_summarizer, OPENAI_PATH),
+    "anthropic": (anthropic_summarizer, ANTHROPIC_PATH),
+}
+
+
+def shorter_when_asked(path: str, body: dict[str, Any]) -> str:
+    """A model that rambles past the budget unless the prompt asks for a shorter summary."""
+    return SHORT_SUMMARY if "Write a shorter one" in system_text(path, body) else LONG_SUMMARY
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_cut_reply_is_asked_again_shorter_and_only_that_is_cached(
+    llm_server: LLMServer, provider: str
+) -> None:
+    make, path = PROVIDERS[provider]
+    llm_server.text = shorter_when_asked
+    store = MemoryStore()
+    async with make(llm_server) as summarizer:
+        squeezer = compressor(summarizer, store)
+        result = await squeezer.compress_detailed(HISTORY, thread_id="cut")
+        assert result.summary == SHORT_SUMMARY
+        first, retry = llm_server.bodies(path)
+        prompt = DEFAULT_SUMMARIZE_PROMPT.format(max_tokens=77)
+        assert system_text(path, first) == prompt
+        assert system_text(path, retry) == shorter_prompt(prompt, 77)
+        assert "at most 38 tokens" in system_text(path, retry)
+        assert first["max_tokens"] == retry["max_tokens"] == 77
+        assert first["messages"][-1] == retry["messages"][-1]  # the same transcript
+        stats = squeezer.stats
+        assert (stats.summarizer_calls, stats.truncated_replies, stats.shorter_retries) == (1, 1, 1)
+        assert (stats.truncated_accepted, stats.summarizer_errors) == (0, 0)
+        # The summary served from the cache is the whole one.
+        again = await compressor(summarizer, store).compress_detailed(HISTORY, thread_id="cut")
+    assert again.outcome == "hit"
+    assert again.summary == SHORT_SUMMARY
+    assert len(llm_server.bodies(path)) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_reply_cut_twice_raises_and_nothing_is_cached(
+    llm_server: LLMServer, provider: str
+) -> None:
+    make, path = PROVIDERS[provider]
+    llm_server.text = lambda path, body: LONG_SUMMARY
+    store = MemoryStore()
+    async with make(llm_server) as summarizer:
+        squeezer = compressor(summarizer, store)
+        with pytest.raises(SummarizerError) as caught:
+            await squeezer.compress(HISTORY, thread_id="cut")
+    cause = caught.value.__cause__
+    assert isinstance(cause, SummarizerError)
+    reason = "finish_reason='length'" if provider == "openai" else "stop_reason='max_tokens'"
+    assert f"cut at the budget of 77 tokens ({reason})" in str(cause)
+    assert "on_truncated='accept'" in str(cause)
+    assert len(llm_server.bodies(path)) == 2  # one retry, no more
+    assert await store.get(ThreadKeys("cut").index) is None
+    stats = squeezer.stats
+    assert (stats.truncated_replies, stats.shorter_retries, stats.truncated_accepted) == (2, 1, 0)
+    assert stats.summarizer_errors == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_cut_reply_can_be_accepted_with_a_warning(
+    llm_server: LLMServer, provider: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    make, path = PROVIDERS[provider]
+    llm_server.text = lambda path, body: LONG_SUMMARY
+    store = MemoryStore()
+    async with make(llm_server, on_truncated="accept") as summarizer:
+        squeezer = compressor(summarizer, store)
+        with caplog.at_level(logging.WARNING, logger="slimcache"):
+            result = await squeezer.compress_detailed(HISTORY, thread_id="cut")
+    assert result.cached
+    assert result.summary == LONG_SUMMARY[: 4 * 77].strip()
+    assert count_tokens(result.summary) <= 77
+    assert len(llm_server.bodies(path)) == 2
+    stats = squeezer.stats
+    assert (stats.truncated_replies, stats.shorter_retries, stats.truncated_accepted) == (2, 1, 1)
+    [warning] = [r for r in caplog.records if "cut at the budget" in r.getMessage()]
+    assert warning.levelno == logging.WARNING
+    assert "on_truncated='accept'" in warning.getMessage()
+
+
+async def test_a_reply_within_the_budget_is_not_retried(llm_server: LLMServer) -> None:
+    llm_server.text = lambda path, body: SHORT_SUMMARY
+    ctx = context(max_tokens=count_tokens(SHORT_SUMMARY))
+    async with openai_summarizer(llm_server) as summarizer:
+        assert await summarizer(HISTORY[1:3], ctx) == SHORT_SUMMARY
+    assert len(llm_server.requests) == 1
+    assert (ctx.report.truncated_replies, ctx.report.shorter_retries) == (0, 0)
+
+
+def test_anthropic_rejects_a_bad_on_truncated() -> None:
+    with pytest.raises(ConfigurationError, match="on_truncated must be 'raise' or 'accept'"):
+        AnthropicSummarizer("claude-tiny", api_key=KEY, on_truncated="keep")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- the optional SDKs

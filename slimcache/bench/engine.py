@@ -13,6 +13,9 @@ assistant turn. Four modes replay the same requests:
   are timed, each beside one plain ``store.get`` of the thread's index key, so the report
   shows what a hit costs next to a plain read of the same store.
 
+``run_bench(modes=...)`` runs some of them only (always in that order): with a real model the
+naive baseline makes most of the calls, and ``memory`` repeats the calls of ``store``.
+
 Thread ids are derived from the dataset, the conversation and the settings, so running the
 benchmark again on the same store replays against what the store already holds.
 
@@ -42,10 +45,30 @@ from slimcache.messages import check_messages
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, SupportsGetMany
 
-__all__ = ["MODES", "ProgressSink", "redact_url", "run_bench", "thread_id_for"]
+__all__ = ["MODES", "ProgressSink", "check_modes", "redact_url", "run_bench", "thread_id_for"]
 
 MODES: tuple[str, ...] = ("naive", "memory", "store", "second_pass")
 """The replay modes, in the order they run."""
+
+
+def check_modes(modes: Iterable[str] | None) -> tuple[str, ...]:
+    """The modes to run, in :data:`MODES` order (all of them for ``None``).
+
+    Raises:
+        ConfigurationError: A name that is not a mode, or no mode at all.
+    """
+    if modes is None:
+        return MODES
+    chosen = set(modes)
+    unknown = sorted(chosen.difference(MODES))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown mode {', '.join(map(repr, unknown))}: the modes are {', '.join(MODES)}"
+        )
+    if not chosen:
+        raise ConfigurationError(f"choose at least one mode of {', '.join(MODES)}")
+    return tuple(mode for mode in MODES if mode in chosen)
+
 
 _ModeBody = Callable[[ModeResult, MeteredSummarizer], Awaitable[float | None]]
 """Replays one mode; returns seconds spent outside the replay (extra reads), if any."""
@@ -162,6 +185,7 @@ async def _replay_stateless(
     conversations: Sequence[BenchConversation],
     thread_ids: Sequence[str],
     progress: ProgressSink,
+    on_result: Callable[[int, tuple[int, int] | None], None],
     *,
     time_hits: bool = False,
 ) -> float:
@@ -177,7 +201,9 @@ async def _replay_stateless(
     hits: list[float] = []
     gets: list[float] = []
     aside = 0.0
-    for conversation, thread_id in zip(conversations, thread_ids, strict=True):
+    for position, (conversation, thread_id) in enumerate(
+        zip(conversations, thread_ids, strict=True)
+    ):
         index_key = ThreadKeys(thread_id).index
         for number, request in enumerate(_requests(conversation)):
             compressor = settings.compressor(summarizer, store, name)
@@ -192,6 +218,7 @@ async def _replay_stateless(
                 hits.append(elapsed)
                 gets.append(get_seconds)
             aside += get_seconds
+            on_result(position, result.summary_range)
             stats = compressor.stats
             mode.per_request_input_tokens.append(stats.summarizer_input_tokens)
             mode.add_stats(stats)
@@ -225,7 +252,8 @@ class _Replay:
     sink: ProgressSink
     total: int
     modes: dict[str, ModeResult] = field(default_factory=dict)
-    # Per conversation position: the last message any memory-mode summary covered.
+    # Per conversation position: the last message a slimcache summary covered, in any mode
+    # but naive (which summarizes up to a different boundary).
     evicted_end: dict[int, int] = field(default_factory=dict)
 
     async def run(self, key: str, label: str, body: _ModeBody) -> None:
@@ -237,6 +265,7 @@ class _Replay:
         aside = await body(mode, metered)  # seconds of extra reads, not part of the replay
         mode.wall_seconds = time.perf_counter() - started - (aside or 0.0)
         mode.message_tokens = metered.message_tokens
+        mode.add_call_times(metered.call_seconds)
         self.modes[key] = mode
 
     async def naive(self, mode: ModeResult, metered: MeteredSummarizer) -> None:
@@ -269,19 +298,25 @@ class _Replay:
                 self.conversations,
                 self.thread_ids,
                 self.sink,
+                self._record_end,
                 time_hits=mode.key == "second_pass",
             )
 
         return replay
 
-    async def run_modes(self, store: Store, store_url: str) -> None:
-        """Replay every mode of :data:`MODES`, in order."""
+    async def run_modes(self, store: Store, store_url: str, modes: Sequence[str]) -> None:
+        """Replay the given modes of :data:`MODES`, in order."""
         scheme = store_url.partition("://")[0] or "store"
         on_store = self.on_store(timed_store(store))
-        await self.run("naive", "naive (no cache)", self.naive)
-        await self.run("memory", "slimcache (no store)", self.memory)
-        await self.run("store", f"slimcache ({scheme})", on_store)
-        await self.run("second_pass", f"second pass ({scheme})", on_store)
+        bodies: dict[str, tuple[str, _ModeBody]] = {
+            "naive": ("naive (no cache)", self.naive),
+            "memory": ("slimcache (no store)", self.memory),
+            "store": (f"slimcache ({scheme})", on_store),
+            "second_pass": (f"second pass ({scheme})", on_store),
+        }
+        for key in modes:
+            label, body = bodies[key]
+            await self.run(key, label, body)
 
     def floor_tokens(self) -> int:
         """Tokens of every message that ever left the window, each counted once."""
@@ -302,8 +337,9 @@ async def run_bench(
     settings: BenchSettings | None = None,
     progress: ProgressSink | None = None,
     extra: dict[str, Any] | None = None,
+    modes: Iterable[str] | None = None,
 ) -> BenchReport:
-    """Replay ``conversations`` under every mode and collect the figures.
+    """Replay ``conversations`` under every mode (or the ``modes`` given) and collect the figures.
 
     Args:
         dataset: Where the conversations come from (names the threads).
@@ -314,13 +350,16 @@ async def run_bench(
         settings: Compressor settings (defaults when ``None``).
         progress: Receives progress (nothing when ``None``).
         extra: Further settings recorded in the report.
+        modes: The modes to run, of :data:`MODES` (all when ``None``); they run in that
+            order whatever the order given.
 
     Raises:
-        ConfigurationError: No conversation has a request to replay.
+        ConfigurationError: No conversation has a request to replay, or an unknown mode.
         SummarizerError: The summarizer failed.
         StoreError: The store failed.
     """
     settings = settings or BenchSettings()
+    chosen = check_modes(modes)
     thread_ids = [thread_id_for(dataset, c, settings, summarizer.name) for c in conversations]
     per_conversation = [len(request_lengths(c.messages)) for c in conversations]
     total = sum(per_conversation)
@@ -330,7 +369,7 @@ async def run_bench(
         conversations, thread_ids, summarizer, settings, progress or _NoProgress(), total
     )
     warm = await _warm_threads(store, thread_ids)
-    await replay.run_modes(store, store_url)
+    await replay.run_modes(store, store_url, chosen)
     return BenchReport(
         settings=settings,
         summarizer=summarizer.name,

@@ -37,8 +37,22 @@ def _latency(mode: ModeResult) -> str:
 
 
 def _duration(ms: float) -> str:
-    # A hit on memory:// is microseconds, on a network store milliseconds.
-    return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.2f} ms"
+    # A hit on memory:// is microseconds, on a network store milliseconds, a model call seconds.
+    if ms < 1:
+        return f"{ms * 1000:.1f} µs"
+    return f"{ms:.2f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def _call_latency(mode: ModeResult) -> str:
+    return "-" if mode.call_median_ms is None else _duration(mode.call_median_ms)
+
+
+def _cached_mode(report: BenchReport) -> ModeResult | None:
+    """The first slimcache mode that ran: its figures stand for the cache's in the notes."""
+    for key in ("memory", "store", "second_pass"):
+        if key in report.modes:
+            return report.modes[key]
+    return None
 
 
 def _hit_latency(mode: ModeResult) -> str:
@@ -88,10 +102,13 @@ def _table(report: BenchReport) -> Table:
     def row(name: str, values: list[str]) -> None:
         table.add_row(name, *values)
 
+    against_naive = "naive" in report.modes
     row("summarizer calls", [_number(m.summarizer_calls) for m in modes])
-    row("  vs naive", [_ratio(report.ratio(m.key, "summarizer_calls")) for m in modes])
+    if against_naive:
+        row("  vs naive", [_ratio(report.ratio(m.key, "summarizer_calls")) for m in modes])
     row("summarizer input tokens", [_number(m.input_tokens) for m in modes])
-    row("  vs naive", [_ratio(report.ratio(m.key, "input_tokens")) for m in modes])
+    if against_naive:
+        row("  vs naive", [_ratio(report.ratio(m.key, "input_tokens")) for m in modes])
     row("summarizer output tokens", [_number(m.output_tokens) for m in modes])
     row(f"input-token cost @ ${price:g}/Mtok", [f"${m.cost(price):.4f}" for m in modes])
     row(
@@ -108,6 +125,12 @@ def _table(report: BenchReport) -> Table:
     row("store round trips", [_number(m.store_round_trips) for m in modes])
     row("store latency median / p99", [_latency(m) for m in modes])
     row("cache hit / store.get median", [_hit_latency(m) for m in modes])
+    row("summarizer call median", [_call_latency(m) for m in modes])
+    if any(m.truncated_replies or m.shorter_retries for m in modes):
+        row(
+            "cut replies / shorter retries",
+            [f"{m.truncated_replies:,} / {m.shorter_retries:,}" for m in modes],
+        )
     row("wall time", [f"{m.wall_seconds:.2f} s" for m in modes])
     return table
 
@@ -115,14 +138,16 @@ def _table(report: BenchReport) -> Table:
 def _notes(report: BenchReport) -> list[str]:
     """The lines under the table: the floor, and what each mode sent against it."""
     floor = report.floor_tokens
-    memory = report.modes.get("memory")
+    cached = _cached_mode(report)
     naive = report.modes.get("naive")
     lines = [f"Floor: {floor:,} tokens = every message that ever left the window, counted once."]
-    if memory is not None:
-        extra = memory.input_tokens - memory.message_tokens
+    if cached is not None and cached.summarizer_calls == 0:
+        lines.append(f"{cached.label} made no summarizer call: every summary came from the store.")
+    elif cached is not None:
+        extra = cached.input_tokens - cached.message_tokens
         lines.append(
-            f"slimcache sent {memory.message_tokens:,} message tokens to the summarizer "
-            f"({'exactly the floor' if memory.message_tokens == floor else 'vs the floor'}), "
+            f"slimcache sent {cached.message_tokens:,} message tokens to the summarizer "
+            f"({'exactly the floor' if cached.message_tokens == floor else 'vs the floor'}), "
             f"plus {extra:,} tokens of prompts and previous summaries."
         )
     if naive is not None and floor:
@@ -138,8 +163,22 @@ def _notes(report: BenchReport) -> list[str]:
             f"{second.hit_median_ms / second.index_get_median_ms:.1f}x one plain store.get of "
             f"the thread's index ({_duration(second.index_get_median_ms)}) in the same run."
         )
+        lines.extend(_call_note(report, second.hit_median_ms))
     lines.append("Cost counts summarizer input tokens only.")
     return lines
+
+
+def _call_note(report: BenchReport, hit_ms: float) -> list[str]:
+    """A summarizer call beside a cache hit, when some mode timed calls."""
+    timed = [m for m in report.modes.values() if m.call_median_ms is not None]
+    if not timed or hit_ms <= 0:
+        return []
+    mode = max(timed, key=lambda m: m.call_samples)
+    call_ms = mode.call_median_ms or 0.0
+    return [
+        f"A summarizer call took {_duration(call_ms)} (median of {mode.call_samples:,} in "
+        f"{mode.label}): {call_ms / hit_ms:,.0f}x a cache hit."
+    ]
 
 
 def write_report_json(report: BenchReport, path: str | Path) -> None:
@@ -189,14 +228,14 @@ def write_plot(report: BenchReport, path: str | Path) -> None:
     longest = max(range(len(counts)), key=lambda i: counts[i])
     begin = sum(counts[:longest])
     span = slice(begin, begin + counts[longest])
-    shown = [k for k in ("naive", "memory") if k in report.modes]
-    styles = {"naive": ("#d62728", "naive: re-summarize every request"), "memory": ("#1f77b4", "")}
+    cached = _cached_mode(report)
+    shown = [k for k in ("naive", cached.key if cached else None) if k in report.modes]
+    styles = {"naive": ("#d62728", "naive: re-summarize every request")}
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     for key in shown:
         mode = report.modes[key]
-        colour, label = styles[key]
-        label = label or f"{mode.label}: cached, incremental"
+        colour, label = styles.get(key, ("#1f77b4", f"{mode.label}: cached, incremental"))
         per_conversation = mode.per_request_input_tokens[span]
         left.plot(
             range(1, len(per_conversation) + 1),

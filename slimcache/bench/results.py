@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -112,6 +114,12 @@ class ModeResult:
         index_get_median_ms: Median time of one plain ``store.get`` of the thread's index
             key, made beside each of those hits in the same run, or ``None``.
         hit_samples: How many hits (and index reads) the two medians are taken over.
+        call_median_ms: Median time of one summarizer call that returned, or ``None`` when
+            the mode made none.
+        call_samples: How many calls that median is taken over.
+        truncated_replies: Replies the model cut at the summary's budget (see
+            :class:`~slimcache.Stats`).
+        shorter_retries: Requests made again, asking for a shorter summary, after a cut reply.
         wall_seconds: Time the mode took.
         per_request_input_tokens: Summarizer input tokens of each request, in replay order.
     """
@@ -137,6 +145,10 @@ class ModeResult:
     hit_median_ms: float | None = None
     index_get_median_ms: float | None = None
     hit_samples: int = 0
+    call_median_ms: float | None = None
+    call_samples: int = 0
+    truncated_replies: int = 0
+    shorter_retries: int = 0
     wall_seconds: float = 0.0
     per_request_input_tokens: list[int] = field(default_factory=list)
 
@@ -163,6 +175,13 @@ class ModeResult:
         self.store_writes += stats.store_writes
         self.store_deletes += stats.store_deletes
         self.store_batches += stats.store_batches
+        self.truncated_replies += stats.truncated_replies
+        self.shorter_retries += stats.shorter_retries
+
+    def add_call_times(self, seconds: Sequence[float]) -> None:
+        """Record how long the summarizer calls of this mode took."""
+        self.call_samples = len(seconds)
+        self.call_median_ms = statistics.median(seconds) * 1000 if seconds else None
 
 
 def _ratio(value: int, base: int) -> float | None:

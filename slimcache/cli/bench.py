@@ -9,6 +9,7 @@ extra) at import time.
 
 import asyncio
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -22,10 +23,9 @@ from slimcache.bench.datasets import (
     load_dataset,
     select_conversations,
 )
-from slimcache.bench.engine import run_bench
+from slimcache.bench.engine import MODES, check_modes, run_bench
 from slimcache.bench.report import print_report, write_plot, write_report_json
 from slimcache.bench.results import DEFAULT_PRICE_PER_MTOK, BenchReport, BenchSettings
-from slimcache.bench.summarizers import HTTPChatSummarizer, OfflineSummarizer, make_summarizer
 from slimcache.cli.common import (
     DEFAULT_STORE_URL,
     RUN_ERROR,
@@ -37,13 +37,27 @@ from slimcache.cli.common import (
     stderr_console,
     stdout_console,
 )
+from slimcache.cli.summarizers import (
+    BenchModelSummarizer,
+    ModelOptions,
+    check_endpoint,
+    close_summarizer,
+    make_summarizer,
+)
 from slimcache.core.strategies import StrategyName
+from slimcache.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from slimcache.stores.protocol import Store
 
-__all__ = ["DEFAULT_MIN_MESSAGES", "bench", "register"]
+__all__ = ["DEFAULT_MIN_MESSAGES", "DEFAULT_MODES", "bench", "parse_modes", "register"]
 
 DEFAULT_MIN_MESSAGES = 40
 """Shortest chitchat conversation replayed by default: shorter ones barely leave the window."""
+
+# On the command line the modes are spelt with hyphens; "slimcache" is the cached replay on the
+# chosen store, the one mode to keep beside the second pass when every call costs.
+_MODE_NAMES = {mode.replace("_", "-"): mode for mode in MODES} | {"slimcache": "store"}
+DEFAULT_MODES = ",".join(mode.replace("_", "-") for mode in MODES)
+"""Every mode, as ``--modes`` spells them."""
 
 # The options, in the order ``--help`` lists them.
 StoreOption = Annotated[
@@ -59,9 +73,28 @@ DatasetOption = Annotated[
 SummarizerOption = Annotated[
     str,
     typer.Option(
-        help="'offline' (deterministic, no network) or 'openai:MODEL' "
-        "(OPENAI_API_KEY, optional OPENAI_BASE_URL)."
+        help="'offline' (deterministic, no network), 'openai:MODEL' (any OpenAI-compatible "
+        "server: OPENAI_API_KEY, optional OPENAI_BASE_URL) or 'anthropic:MODEL' "
+        "(ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL)."
     ),
+]
+ModesOption = Annotated[
+    str,
+    typer.Option(
+        help="Modes to run, comma-separated: naive, memory, store (or slimcache), second-pass. "
+        "With a real model, 'slimcache,second-pass' skips the calls of the other two."
+    ),
+]
+TemperatureOption = Annotated[
+    float, typer.Option(help="Temperature of a real model (openai:/anthropic:).")
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(min=0.001, help="Seconds one request to a real model may take."),
+]
+MaxRetriesOption = Annotated[
+    int,
+    typer.Option(min=0, help="Retries of a failed request to a real model (429, 5xx, timeouts)."),
 ]
 PriceOption = Annotated[
     float,
@@ -111,6 +144,7 @@ def bench(
     conversations: ConversationsOption = 50,
     dataset: DatasetOption = CHITCHAT,
     summarizer: SummarizerOption = "offline",
+    modes: ModesOption = DEFAULT_MODES,
     price_per_mtok: PriceOption = DEFAULT_PRICE_PER_MTOK,
     json_out: JsonOption = None,
     plot: PlotOption = None,
@@ -121,6 +155,9 @@ def bench(
     checkpoints: CheckpointsOption = None,
     min_messages: MinMessagesOption = None,
     seed: SeedOption = 0,
+    temperature: TemperatureOption = 0.0,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT,
+    max_retries: MaxRetriesOption = DEFAULT_MAX_RETRIES,
 ) -> None:
     """Replay conversations as a stateless chat server would, with and without the cache."""
     try:
@@ -133,28 +170,36 @@ def bench(
                 checkpoints=checkpoints,
                 price_per_mtok=price_per_mtok,
             )
-            # A missing key fails here, before the dataset or the store is touched.
-            chosen_summarizer = make_summarizer(summarizer)
+            chosen_modes = parse_modes(modes)
+            # A missing key or SDK fails here, before the dataset or the store is touched.
+            options = ModelOptions(temperature, timeout, max_retries)
+            chosen_summarizer = make_summarizer(summarizer, options)
         except ConfigurationError as exc:
             raise CommandError(str(exc), USAGE_ERROR) from None
         _check_outputs(json_out, plot)
         handle = open_url(store)
-        report = asyncio.run(
-            _bench(
-                handle,
-                store,
-                dataset,
-                conversations,
-                min_messages,
-                seed,
-                chosen_summarizer,
-                settings,
-            )
-        )
+        choice = _Choice(dataset, conversations, min_messages, seed, chosen_modes)
+        report = asyncio.run(_bench(handle, store, choice, chosen_summarizer, settings))
     except CommandError as error:
         fail(error)
     print_report(report, stdout_console())
     _write_outputs(report, json_out, plot)
+
+
+def parse_modes(spec: str) -> tuple[str, ...]:
+    """The engine's modes a ``--modes`` value names, in the order they run.
+
+    Raises:
+        ConfigurationError: An unknown name, or none.
+    """
+    names = [name.strip().lower() for name in spec.split(",") if name.strip()]
+    unknown = [name for name in names if name not in _MODE_NAMES]
+    if unknown:
+        raise ConfigurationError(
+            f"--modes: unknown mode {', '.join(map(repr, unknown))}; "
+            "choose among naive, memory, store (or slimcache), second-pass"
+        )
+    return check_modes(_MODE_NAMES[name] for name in names)
 
 
 def _check_outputs(json_out: Path | None, plot: Path | None) -> None:
@@ -210,54 +255,67 @@ class _RichProgress:
             self.progress.advance(self.task)
 
 
+@dataclass(frozen=True)
+class _Choice:
+    """What to replay: the data set, how many conversations, and the modes."""
+
+    dataset: str
+    conversations: int
+    min_messages: int | None
+    seed: int
+    modes: tuple[str, ...]
+
+
 async def _choose(
-    dataset_spec: str,
-    conversations: int,
-    min_messages: int | None,
-    seed: int,
-    summarizer: OfflineSummarizer | HTTPChatSummarizer,
+    choice: _Choice, summarizer: BenchModelSummarizer
 ) -> tuple[Dataset, list[BenchConversation], int]:
     """Load the dataset, pick the conversations and check the summarizer's endpoint.
 
     Returns:
         The dataset, the conversations picked, and the ``min_messages`` applied.
     """
-    dataset = load_dataset(dataset_spec)
+    dataset = load_dataset(choice.dataset)
+    min_messages = choice.min_messages
     if min_messages is None:
-        min_messages = DEFAULT_MIN_MESSAGES if dataset_spec == CHITCHAT else 0
+        min_messages = DEFAULT_MIN_MESSAGES if choice.dataset == CHITCHAT else 0
     chosen = select_conversations(
-        dataset.conversations, count=conversations, min_messages=min_messages, seed=seed
+        dataset.conversations,
+        count=choice.conversations,
+        min_messages=min_messages,
+        seed=choice.seed,
     )
-    if isinstance(summarizer, HTTPChatSummarizer):
-        try:
-            await asyncio.to_thread(summarizer.preflight)
-        except SlimcacheError as exc:
-            raise CommandError(
-                f"the summarizer endpoint is not usable: {exc}", USAGE_ERROR
-            ) from None
+    try:
+        await check_endpoint(summarizer)
+    except SlimcacheError as exc:
+        raise CommandError(f"the summarizer endpoint is not usable: {exc}", USAGE_ERROR) from None
     return dataset, chosen, min_messages
 
 
 async def _bench(
     store: Store,
     store_url: str,
-    dataset_spec: str,
-    conversations: int,
-    min_messages: int | None,
-    seed: int,
-    summarizer: OfflineSummarizer | HTTPChatSummarizer,
+    choice: _Choice,
+    summarizer: BenchModelSummarizer,
     settings: BenchSettings,
 ) -> BenchReport:
     try:
-        dataset, chosen, min_messages = await _choose(
-            dataset_spec, conversations, min_messages, seed, summarizer
-        )
+        return await _replay(store, store_url, choice, summarizer, settings)
+    finally:
+        await close_summarizer(summarizer)
+        await close_store(store)
+
+
+async def _replay(
+    store: Store,
+    store_url: str,
+    choice: _Choice,
+    summarizer: BenchModelSummarizer,
+    settings: BenchSettings,
+) -> BenchReport:
+    try:
+        dataset, chosen, min_messages = await _choose(choice, summarizer)
     except (ConfigurationError, InvalidInput) as exc:
-        await close_store(store)
         raise CommandError(str(exc), USAGE_ERROR) from None
-    except BaseException:
-        await close_store(store)
-        raise
     progress = _RichProgress()
     try:
         with progress.progress:
@@ -269,14 +327,14 @@ async def _bench(
                 summarizer=summarizer,
                 settings=settings,
                 progress=progress,
+                modes=choice.modes,
                 extra={
                     "dataset_digest": dataset.digest,
-                    "conversations_requested": conversations,
+                    "conversations_requested": choice.conversations,
                     "min_messages": min_messages,
-                    "seed": seed,
+                    "seed": choice.seed,
+                    "modes": list(choice.modes),
                 },
             )
     except SlimcacheError as exc:
         raise CommandError(f"{type(exc).__name__}: {exc}", RUN_ERROR) from None
-    finally:
-        await close_store(store)

@@ -171,7 +171,13 @@ class SummaryProducer:
         self.stats.summarizer_input_tokens += sent
         work.calls += 1
         work.input_tokens += sent
-        summary = await call_summarizer(self.summarizer, messages, context, timeout=self.timeout)
+        try:
+            summary = await call_summarizer(
+                self.summarizer, messages, context, timeout=self.timeout
+            )
+        finally:
+            # Counted whether the call returned or raised: a cut reply that failed counts too.
+            self.stats.add_report(context.report)
         self.stats.summarizer_output_tokens += self.count(summary)
         return summary
 

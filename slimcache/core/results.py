@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from slimcache.core.summarizer import SummarizerReport
+
 __all__ = ["CompressEvent", "CompressionResult", "Outcome", "Stats"]
 
 Outcome = Literal["unchanged", "hit", "extended", "summarized", "uncached", "passthrough"]
@@ -40,6 +42,13 @@ class Stats:
         store_errors: Store calls that failed.
         summarizer_errors: Summarizer calls that failed.
         lease_waits: Requests that waited for another worker summarizing the same thread.
+        truncated_replies: Replies the model cut at the summary's token budget, as the
+            summarizer reported them (see :class:`~slimcache.core.summarizer.SummarizerReport`;
+            the summarizers of ``slimcache.llm`` and ``slimcache.langchain`` do).
+        shorter_retries: Requests the summarizer made again, asking for a shorter summary,
+            after a cut reply. Each re-sends the call's input; ``summarizer_input_tokens``
+            counts it once.
+        truncated_accepted: Cut summaries kept anyway (``on_truncated="accept"``).
     """
 
     requests: int = 0
@@ -60,6 +69,15 @@ class Stats:
     store_errors: int = 0
     summarizer_errors: int = 0
     lease_waits: int = 0
+    truncated_replies: int = 0
+    shorter_retries: int = 0
+    truncated_accepted: int = 0
+
+    def add_report(self, report: SummarizerReport) -> None:
+        """Count what a summarizer reported about one call."""
+        self.truncated_replies += report.truncated_replies
+        self.shorter_retries += report.shorter_retries
+        self.truncated_accepted += report.truncated_accepted
 
     @property
     def store_round_trips(self) -> int:

@@ -10,7 +10,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from slimcache._exceptions import SummarizerError
@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_SUMMARIZE_PROMPT",
     "Prompts",
     "Summarizer",
+    "SummarizerReport",
     "SummaryContext",
     "call_summarizer",
     "run_summarizer",
@@ -94,6 +95,27 @@ class Prompts:
         return hashlib.blake2b(joined.encode(), digest_size=6).hexdigest()
 
 
+@dataclass
+class SummarizerReport:
+    """What a summarizer tells the compressor about one call, besides the summary it returns.
+
+    The compressor hands a fresh report to every call, in :attr:`SummaryContext.report`, and
+    adds it to its :class:`~slimcache.Stats` when the call ends, whether it returned or raised.
+    The summarizers of :mod:`slimcache.llm` and :mod:`slimcache.langchain` fill it in; one of
+    your own may too (``context.report.truncated_replies += 1``).
+
+    Attributes:
+        truncated_replies: Replies the model cut at the token budget (``finish_reason="length"``,
+            ``stop_reason="max_tokens"``).
+        shorter_retries: Requests made again, asking for a shorter summary, after a cut reply.
+        truncated_accepted: Summaries returned although cut (``on_truncated="accept"``).
+    """
+
+    truncated_replies: int = 0
+    shorter_retries: int = 0
+    truncated_accepted: int = 0
+
+
 @dataclass(frozen=True)
 class SummaryContext:
     """Everything a summarizer needs besides the messages.
@@ -107,6 +129,8 @@ class SummaryContext:
         thread_id: The conversation's thread id, if any.
         start: Index of the first message given, in the whole conversation.
         end: Index of the last message given (``start - 1`` when none are given).
+        report: Where the summarizer reports what happened besides the summary (replies cut
+            by the budget, retries); the compressor counts it in its stats.
     """
 
     task: Task
@@ -116,6 +140,7 @@ class SummaryContext:
     thread_id: str | None
     start: int
     end: int
+    report: SummarizerReport = field(default_factory=SummarizerReport, compare=False, repr=False)
 
     def to_prompt(self, messages: Sequence[Message]) -> str:
         """Render the whole request as one text: prompt, previous summary, transcript."""

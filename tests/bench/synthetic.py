@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from slimcache import Store
@@ -32,7 +33,11 @@ def dataset(*turns: int, digest: str = "d1") -> Dataset:
 
 
 async def replay(
-    data: Dataset, store: Store, settings: BenchSettings = SMALL, url: str = "memory://"
+    data: Dataset,
+    store: Store,
+    settings: BenchSettings = SMALL,
+    url: str = "memory://",
+    modes: Sequence[str] | None = None,
 ) -> BenchReport:
     return await run_bench(
         data,
@@ -41,4 +46,5 @@ async def replay(
         store_url=url,
         summarizer=OfflineSummarizer(),
         settings=settings,
+        modes=modes,
     )

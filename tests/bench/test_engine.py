@@ -7,9 +7,17 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from slimcache import DEFAULT_SUMMARIZE_PROMPT, MemoryStore, Store, approx_tokens
+import pytest
+
+from slimcache import (
+    DEFAULT_SUMMARIZE_PROMPT,
+    ConfigurationError,
+    MemoryStore,
+    Store,
+    approx_tokens,
+)
 from slimcache.bench.datasets import Dataset, request_lengths
-from slimcache.bench.engine import redact_url, thread_id_for
+from slimcache.bench.engine import MODES, check_modes, redact_url, thread_id_for
 from slimcache.bench.results import BenchSettings
 from slimcache.messages import count_message_tokens
 from tests.bench.synthetic import SMALL, dataset, replay
@@ -76,6 +84,44 @@ async def test_figures_match_the_reference() -> None:
     assert store.latency_median_ms is not None
     assert store.latency_p99_ms is not None
     assert store.latency_p99_ms >= store.latency_median_ms
+
+
+async def test_only_the_chosen_modes_run_in_their_order() -> None:
+    data = dataset(40, 25, 33)
+    full = await replay(data, MemoryStore())
+    chosen = await replay(data, MemoryStore(), modes=["second_pass", "store"])
+    assert list(chosen.modes) == ["store", "second_pass"]
+    # The floor comes from the store mode when the memory mode does not run.
+    assert chosen.floor_tokens == full.floor_tokens == reference(data, SMALL).floor
+    store = chosen.modes["store"]
+    assert store.summarizer_calls == full.modes["store"].summarizer_calls
+    assert store.message_tokens == chosen.floor_tokens
+    assert chosen.modes["second_pass"].summarizer_calls == 0
+    assert chosen.ratio("store", "summarizer_calls") is None  # no naive to compare with
+    assert chosen.requests == full.requests
+    naive_only = await replay(data, MemoryStore(), modes=["naive"])
+    assert list(naive_only.modes) == ["naive"]
+    assert naive_only.floor_tokens == 0  # nothing cached, so nothing left the window for good
+
+
+def test_check_modes() -> None:
+    assert check_modes(None) == MODES
+    assert check_modes(["second_pass", "naive", "naive"]) == ("naive", "second_pass")
+    with pytest.raises(ConfigurationError, match="unknown mode 'fast': the modes are naive"):
+        check_modes(["store", "fast"])
+    with pytest.raises(ConfigurationError, match="at least one mode"):
+        check_modes([])
+
+
+async def test_summarizer_calls_are_timed() -> None:
+    report = await replay(dataset(30, 22), MemoryStore())
+    for key in ("naive", "memory", "store"):
+        mode = report.modes[key]
+        assert mode.call_samples == mode.summarizer_calls > 0
+        assert mode.call_median_ms is not None
+        assert mode.call_median_ms > 0
+    second = report.modes["second_pass"]
+    assert (second.call_samples, second.call_median_ms) == (0, None)
 
 
 async def test_second_pass_is_served_from_the_store() -> None:

@@ -36,11 +36,34 @@ async def test_report_table_has_every_row_and_the_floor() -> None:
         "store round trips",
         "store latency median / p99",
         "cache hit / store.get median",
+        "summarizer call median",
         "wall time",
     ):
         assert row in text
+    assert "cut replies" not in text  # shown only when a reply was cut
     assert "store memory://: cold before this run" in text
     assert f"Floor: {report.floor_tokens:,} tokens" in text
     assert "(exactly the floor)" in text
     assert "in the second pass" in text
+    assert "A summarizer call took " in text
+    assert "x a cache hit." in text
     assert text.rstrip().endswith("Cost counts summarizer input tokens only.")
+
+
+async def test_report_and_plot_of_some_modes_only(tmp_path: Path) -> None:
+    store = MemoryStore()
+    report = await replay(dataset(30, 44), store, modes=["store", "second_pass"])
+    console = Console(record=True, width=200)
+    print_report(report, console)
+    text = console.export_text()
+    assert "naive" not in text
+    assert "(no store)" not in text
+    assert "slimcache sent " in text
+    assert "(exactly the floor)" in text
+    again = await replay(dataset(30, 44), store, modes=["store"])
+    console = Console(record=True, width=200)
+    print_report(again, console)
+    assert "made no summarizer call: every summary came from the store." in console.export_text()
+    target = tmp_path / "store.png"
+    write_plot(report, target)
+    assert target.read_bytes().startswith(PNG_SIGNATURE)

@@ -17,4 +17,4 @@ def test_python_m_slimcache(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode == 2
-    assert "summarizer must be 'offline' or 'openai:MODEL'" in done.stderr
+    assert "summarizer must be 'offline', 'openai:MODEL' or 'anthropic:MODEL'" in done.stderr

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cli.support import SMALL, conversation, flat, invoke, sqlite_url
+from tests.servers.llm_server import (
+    ANTHROPIC_PATH,
+    MODELS_PATH,
+    OPENAI_PATH,
+    LLMServer,
+    system_text,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -21,7 +30,14 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
     [
         (["--conversations", "0"], "'--conversations' / '-n': Input should be greater than"),
         (["-n", "x"], "unable to parse string as an integer"),
-        (["--summarizer", "gpt"], "summarizer must be 'offline' or 'openai:MODEL'"),
+        (
+            ["--summarizer", "gpt"],
+            "summarizer must be 'offline', 'openai:MODEL' or 'anthropic:MODEL'",
+        ),
+        (["--modes", "naive,fast"], "--modes: unknown mode 'fast'"),
+        (["--modes", " , "], "choose at least one mode"),
+        (["--timeout", "0"], "'--timeout': Input should be greater than or equal to 0.001"),
+        (["--max-retries", "-1"], "'--max-retries': Input should be greater than or equal to 0"),
         (["--keep", "20", "--threshold", "20"], "keep (20) must be below threshold (20)"),
         (["--strategy", "custom"], "strategy must be one of"),
         (["--store", "nosuch://x"], "unknown store URL scheme 'nosuch'"),
@@ -65,11 +81,29 @@ def test_dead_openai_endpoint_fails_fast(data_json: Path) -> None:
         str(data_json),
         "--summarizer",
         "openai:tiny",
+        "--max-retries",
+        "0",
         env={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"},
     )
     assert result.exit_code == 2
     assert "summarizer endpoint is not usable" in result.stderr
-    assert f"127.0.0.1:{port}/v1/models" in result.stderr
+    assert f"127.0.0.1:{port}/v1/models did not answer" in flat(result.stderr)
+
+
+def test_missing_sdk_names_the_pip_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "openai", None)  # makes `import openai` fail
+    db = tmp_path / "never.db"
+    result = invoke(
+        "bench",
+        "--store",
+        sqlite_url(db),
+        "--summarizer",
+        "openai:tiny",
+        env={"OPENAI_API_KEY": "k"},
+    )
+    assert result.exit_code == 2
+    assert 'needs the openai package: pip install "slimcache[bench,openai]"' in flat(result.stderr)
+    assert not db.exists()
 
 
 def test_invalid_message_names_file_conversation_and_index(tmp_path: Path) -> None:
@@ -191,3 +225,101 @@ def test_bench_on_chitchat(tmp_path: Path) -> None:
         figures["modes"]["naive"]["summarizer_calls"]
         > figures["modes"]["memory"]["summarizer_calls"]
     )
+
+
+# ---------------------------------------------------------------- bench on a real client
+
+
+def openai_env(server: LLMServer) -> dict[str, str | None]:
+    return {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": server.openai_base_url}
+
+
+def test_bench_openai_runs_the_chosen_modes_through_the_sdk(
+    llm_server: LLMServer, data_json: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.json"
+    result = invoke(
+        "bench",
+        "--store",
+        sqlite_url(tmp_path / "bench.db"),
+        "--dataset",
+        str(data_json),
+        "--summarizer",
+        "openai:tiny",
+        "--modes",
+        "slimcache,second-pass",
+        "--json",
+        str(out),
+        *SMALL,
+        env=openai_env(llm_server),
+    )
+    assert result.exit_code == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert list(figures["modes"]) == ["store", "second_pass"]
+    assert figures["settings"]["modes"] == ["store", "second_pass"]
+    assert figures["settings"]["summarizer"] == "openai:tiny"
+    store, second = figures["modes"]["store"], figures["modes"]["second_pass"]
+    assert second["summarizer_calls"] == 0
+    assert second["cache_hits"] > 0
+    # The endpoint check first, then one request per summarizer call, each with the budget.
+    first = llm_server.requests[0]
+    assert (first.method, first.path.partition("?")[0]) == ("GET", MODELS_PATH)
+    bodies = llm_server.bodies(OPENAI_PATH)
+    assert len(bodies) == store["summarizer_calls"] > 0
+    assert {b["max_tokens"] for b in bodies} == {60}
+    assert {b["temperature"] for b in bodies} == {0.0}
+    assert all(r.headers["x-stainless-lang"] == "python" for r in llm_server.requests)
+    assert store["call_samples"] == store["summarizer_calls"]
+    assert "(no cache)" not in result.stdout
+    assert "summarizer call median" in result.stdout
+    assert "A summarizer call took " in flat(result.stdout)
+
+
+def test_bench_anthropic_sends_the_budget(llm_server: LLMServer, data_json: Path) -> None:
+    result = invoke(
+        "bench",
+        "--store",
+        "memory://",
+        "--dataset",
+        str(data_json),
+        "--summarizer",
+        "anthropic:claude-tiny",
+        "--modes",
+        "store",
+        "--temperature",
+        "0.3",
+        *SMALL,
+        env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.anthropic_base_url},
+    )
+    assert result.exit_code == 0, result.stderr
+    bodies = llm_server.bodies(ANTHROPIC_PATH)
+    assert bodies
+    assert {(b["max_tokens"], b["temperature"]) for b in bodies} == {(60, 0.3)}
+    assert "anthropic:claude-tiny" in result.stdout
+
+
+LONG = "A rambling summary that goes on and on. " * 30
+
+
+def shorter_when_asked(path: str, body: dict[str, Any]) -> str:
+    return "Short." if "Write a shorter one" in system_text(path, body) else LONG
+
+
+def test_bench_counts_cut_replies_and_stops_on_one_cut_twice(
+    llm_server: LLMServer, data_json: Path
+) -> None:
+    llm_server.text = shorter_when_asked
+    args = ["bench", "--store", "memory://", "--dataset", str(data_json)]
+    args += ["--summarizer", "openai:tiny", "--modes", "memory", *SMALL]
+    retried = invoke(*args, env=openai_env(llm_server))
+    assert retried.exit_code == 0, retried.stderr
+    assert "cut replies / shorter retries" in retried.stdout
+    calls = len(llm_server.bodies(OPENAI_PATH))
+    assert calls % 2 == 0  # every call was cut once, then answered shorter
+    assert f"{calls // 2:,} / {calls // 2:,}" in retried.stdout
+
+    llm_server.text = lambda path, body: LONG
+    failed = invoke(*args, env=openai_env(llm_server))
+    assert failed.exit_code == 1
+    assert "SummarizerError" in failed.stderr
+    assert "cut at the budget of 60 tokens" in flat(failed.stderr)

@@ -1,0 +1,122 @@
+"""Replies cut by the summary's token budget: one retry asking for less, then raise or accept.
+
+A model given ``max_tokens`` stops when it reaches them, and says so (``finish_reason="length"``,
+``stop_reason="max_tokens"``). A summary cut there reads as a whole one but is not, and cached it
+would be the base of every later extension. :func:`summarize_within_budget` is how the
+summarizers of :mod:`slimcache.llm` and :mod:`slimcache.langchain` handle it: ask once more with
+a prompt that asks for a shorter summary (same budget), and if that reply is cut too, raise
+:class:`~slimcache.SummarizerError` (nothing is cached) or, by choice, keep it with a warning.
+Both are counted in :attr:`SummaryContext.report <slimcache.SummaryContext.report>`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from slimcache._exceptions import ConfigurationError, SummarizerError
+from slimcache.core.summarizer import SummaryContext
+
+__all__ = [
+    "SHORTER_PROMPT",
+    "OnTruncated",
+    "Reply",
+    "check_on_truncated",
+    "shorter_prompt",
+    "summarize_within_budget",
+]
+
+logger = logging.getLogger("slimcache")
+
+OnTruncated = Literal["raise", "accept"]
+"""What a summarizer does when the reply is still cut after the shorter retry."""
+
+SHORTER_PROMPT = (
+    "Your previous summary was cut off at the limit of {max_tokens} tokens. Write a shorter "
+    "one this time: keep only what matters most, in at most {target} tokens."
+)
+"""Added to the prompt of the retry after a cut reply; ``{max_tokens}`` and ``{target}`` (half
+of it) are filled in."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One reply of the model, as a summarizer reads it.
+
+    Attributes:
+        text: The reply's text.
+        cut: Whether the model stopped at the token budget.
+        reason: Why it stopped, as the API says it (``"finish_reason='length'"``), for messages.
+    """
+
+    text: str
+    cut: bool
+    reason: str
+
+
+def check_on_truncated(value: object) -> OnTruncated:
+    """Return ``value`` if it is ``"raise"`` or ``"accept"``.
+
+    Raises:
+        ConfigurationError: Any other value.
+    """
+    if value == "raise":
+        return "raise"
+    if value == "accept":
+        return "accept"
+    raise ConfigurationError(f"on_truncated must be 'raise' or 'accept', got {value!r}")
+
+
+def shorter_prompt(prompt: str, max_tokens: int) -> str:
+    """``prompt`` with :data:`SHORTER_PROMPT` added, for the retry after a cut reply."""
+    target = max(1, max_tokens // 2)
+    return f"{prompt}\n\n{SHORTER_PROMPT.format(max_tokens=max_tokens, target=target)}"
+
+
+async def summarize_within_budget(
+    complete: Callable[[str], Awaitable[Reply]],
+    context: SummaryContext,
+    *,
+    on_truncated: OnTruncated,
+    name: str,
+) -> str:
+    """Get a summary that the budget did not cut, retrying once with a shorter prompt.
+
+    Args:
+        complete: Sends one request with the given prompt (the task's prompt, or the shorter
+            one) and the context's budget, and returns the reply.
+        context: The call's context; its ``report`` counts cut replies and retries.
+        on_truncated: ``"raise"``: a reply still cut after the retry raises. ``"accept"``: it
+            is returned, with a warning logged.
+        name: The summarizer's name, for messages.
+
+    Returns:
+        The reply's text.
+
+    Raises:
+        SummarizerError: The reply has no text, or it is still cut with ``on_truncated="raise"``.
+    """
+    reply = await complete(context.prompt)
+    if reply.cut:
+        context.report.truncated_replies += 1
+        context.report.shorter_retries += 1
+        reply = await complete(shorter_prompt(context.prompt, context.max_tokens))
+        if reply.cut:
+            context.report.truncated_replies += 1
+    if not reply.text.strip():
+        raise SummarizerError(f"{name} replied with no text ({reply.reason})")
+    if not reply.cut:
+        return reply.text
+    what = (
+        f"{name}: the summary was cut at the budget of {context.max_tokens} tokens "
+        f"({reply.reason}), again when asked for a shorter one"
+    )
+    if on_truncated == "raise":
+        raise SummarizerError(
+            f"{what}; raise max_summary_tokens, or pass on_truncated='accept' to keep it"
+        )
+    context.report.truncated_accepted += 1
+    logger.warning("%s; keeping it as it is (on_truncated='accept')", what)
+    return reply.text

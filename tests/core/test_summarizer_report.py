@@ -1,0 +1,100 @@
+"""What a summarizer reports besides its summary reaches the compressor's stats.
+
+And :func:`summarize_within_budget`, the shorter retry the bundled summarizers share, on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from slimcache import (
+    KeepMessages,
+    Message,
+    MessageThreshold,
+    SummarizeCompressor,
+    SummarizerError,
+    SummaryContext,
+)
+from slimcache.core.summarizer import SummarizerReport
+from slimcache.core.truncation import Reply, shorter_prompt, summarize_within_budget
+from tests.fakes import chat
+
+
+def context(max_tokens: int = 40) -> SummaryContext:
+    return SummaryContext("summarize", None, max_tokens, "Summarize.", "t", 0, 3)
+
+
+def compressor(summarizer: object) -> SummarizeCompressor:
+    return SummarizeCompressor(
+        summarizer,  # type: ignore[arg-type]
+        trigger=MessageThreshold(6),
+        keep=KeepMessages(2),
+    )
+
+
+async def test_each_call_gets_a_fresh_report_counted_whether_it_returns_or_raises() -> None:
+    seen: list[SummarizerReport] = []
+
+    def summarize(messages: Sequence[Message], context: SummaryContext) -> str:
+        # A sync summarizer, run on the summarizer pool: the report still comes back.
+        seen.append(context.report)
+        context.report.truncated_replies += 2
+        context.report.shorter_retries += 1
+        if len(seen) == 2:
+            raise RuntimeError("cut twice")
+        context.report.truncated_accepted += 1
+        return "kept although cut"
+
+    squeezer = compressor(summarize)
+    await squeezer.compress(chat(10), thread_id="a")
+    with pytest.raises(SummarizerError):
+        await squeezer.compress(chat(10), thread_id="b")
+    assert len(seen) == 2
+    assert seen[0] is not seen[1]
+    stats = squeezer.stats
+    assert (stats.truncated_replies, stats.shorter_retries, stats.truncated_accepted) == (4, 2, 1)
+    assert (stats.summarizer_calls, stats.summarizer_errors) == (2, 1)
+    squeezer.reset_stats()
+    assert squeezer.stats.truncated_replies == 0
+
+
+def test_the_report_does_not_change_what_a_context_equals() -> None:
+    one, two = context(), context()
+    one.report.truncated_replies += 1
+    assert one == two
+    assert hash(one) == hash(two)
+    assert "report" not in repr(one)
+
+
+async def test_summarize_within_budget_asks_once_more_then_decides() -> None:
+    prompts: list[str] = []
+    replies = [Reply("cut", True, "finish_reason='length'"), Reply("whole", False, "stop")]
+
+    async def complete(prompt: str) -> Reply:
+        prompts.append(prompt)
+        return replies[len(prompts) - 1]
+
+    ctx = context(max_tokens=40)
+    text = await summarize_within_budget(complete, ctx, on_truncated="raise", name="m")
+    assert text == "whole"
+    assert prompts == ["Summarize.", shorter_prompt("Summarize.", 40)]
+    assert "at most 20 tokens" in prompts[1]
+    assert (ctx.report.truncated_replies, ctx.report.shorter_retries) == (1, 1)
+
+
+@pytest.mark.parametrize("on_truncated", ["raise", "accept"])
+async def test_an_empty_cut_reply_is_never_accepted(on_truncated: str) -> None:
+    async def complete(prompt: str) -> Reply:
+        return Reply("", True, "finish_reason='length'")
+
+    ctx = context()
+    with pytest.raises(SummarizerError, match="no text"):
+        await summarize_within_budget(
+            complete,
+            ctx,
+            on_truncated=on_truncated,  # type: ignore[arg-type]
+            name="m",
+        )
+    assert (ctx.report.truncated_replies, ctx.report.truncated_accepted) == (2, 0)
