@@ -47,10 +47,7 @@ part level 3, and so on. Deeper values, and values that contain themselves, are 
 _CANONICAL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 # The role field of a canonical form, up to the tool call id that follows it.
 _NO_CALLS: frozenset[str] = frozenset()
-_ROLE_FIELD = {
-    role: f',"role":"{ROLE_ALIASES.get(role, role)}","tool_call_id":'
-    for role in ROLES
-}
+_ROLE_FIELD = {role: f',"role":"{ROLE_ALIASES.get(role, role)}","tool_call_id":' for role in ROLES}
 _KIND_ROLE_FIELD = {kind: _ROLE_FIELD[role] for role, kind in PLAIN_KINDS.items()}
 
 
