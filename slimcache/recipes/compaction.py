@@ -117,6 +117,10 @@ _STATUS_HINT = (
     "fresh session that starts from your summary."
 )
 
+_ALREADY_CONTINUED = (
+    "new_session was already called for this conversation: it continues in session {thread}. "
+    "Carry on with the task there."
+)
 _NOT_OFFERED = (
     "new_session is not available: this conversation's context is compacted automatically. "
     "Carry on with the task."
@@ -372,7 +376,8 @@ class Compaction:
         A :class:`ToolError` (send it back with ``openai_result`` or ``anthropic_result``; the
         model can retry) is returned, and nothing written, when the arguments are not a JSON
         object or dict, when the summary is missing, not a string, empty or only whitespace,
-        and in auto mode, where the tool is not offered.
+        in auto mode, where the tool is not offered, and when the thread was already continued
+        by another call (its session has ended: the error names the session it continues in).
 
         Otherwise the new session's record (its summary and first message) is written under
         the new thread, ``ThreadKeys(new_thread_id).session``, and then the link
@@ -424,6 +429,9 @@ class Compaction:
             if existing is not None and existing.tool_call_id == call_id:
                 await self._relink(old_keys.link, old_keys.encoded, existing)
                 return existing
+        link = SessionLink.parse(await self._io.get(old_keys.link), thread=old_keys.encoded)
+        if link is not None:  # this session has ended: a late call must not re-point it
+            return ToolError(_ALREADY_CONTINUED.format(thread=link.next_thread_id), call_id)
         session = NewSession(
             thread_id=new_thread_id,
             previous_thread_id=thread_id,
@@ -448,18 +456,31 @@ class Compaction:
 
     async def _start(
         self, session: NewSession, new_keys: ThreadKeys, old_keys: ThreadKeys
-    ) -> NewSession:
-        """Write the session's record, then the link to it (the commit point)."""
+    ) -> NewSession | ToolError:
+        """Write the session's record, then the link to it (the commit point).
+
+        On stores with compare-and-set the link is written only if the old thread has none, so
+        of two calls continuing one thread at once, one wins and the other gets a ToolError.
+        """
         session_key, link_key = new_keys.session, old_keys.link
         call_id, new_thread_id = session.tool_call_id, session.thread_id
         await self._io.set(session_key, session.to_json())
-        link = SessionLink(new_thread_id, call_id, session.created_at)
+        link = SessionLink(new_thread_id, call_id, session.created_at).to_json(old_keys.encoded)
         try:
-            await self._io.set(link_key, link.to_json(old_keys.encoded))
+            if self._io.compares:
+                linked = await self._io.compare_and_set(link_key, None, link)
+            else:
+                await self._io.set(link_key, link)
+                linked = True
         except StoreError:
             await self._forget(session_key)
             raise
-        return session
+        if linked:
+            return session
+        await self._forget(session_key)
+        won = SessionLink.parse(await self._io.get(link_key), thread=old_keys.encoded)
+        thread = won.next_thread_id if won is not None else "another thread"
+        return ToolError(_ALREADY_CONTINUED.format(thread=thread), call_id)
 
     async def _relink(self, link_key: str, thread: str, session: NewSession) -> None:
         """On a repeated call, write the link again only if it is missing.

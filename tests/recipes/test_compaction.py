@@ -6,6 +6,7 @@ Store-backed cases run on the memory store, a real Redis server and a real SQLit
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -446,21 +447,64 @@ async def test_the_same_call_handled_twice_gives_the_same_session() -> None:
     )
     assert again == first
     assert store.sets == writes
-    other = await compaction.handle_new_session({"summary": "s"}, thread_id=5, tool_call_id="d")
-    assert isinstance(other, NewSession)
     assert isinstance(first, NewSession)
-    assert other.thread_id != first.thread_id
-    assert await compaction.current_session(5) == other.thread_id
+    # A later, different call from the thread that already moved on is refused: the session
+    # has ended, and its link keeps pointing at the newest one.
+    other = await compaction.handle_new_session({"summary": "s"}, thread_id=5, tool_call_id="d")
+    assert isinstance(other, ToolError)
+    assert first.thread_id in other.message
+    assert store.sets == writes
+    assert await compaction.current_session(5) == first.thread_id
 
 
 async def test_without_a_call_id_each_session_gets_a_random_thread() -> None:
     compaction = llm()
     one = await compaction.handle_new_session({"summary": "s"}, thread_id="t")
-    two = await compaction.handle_new_session({"summary": "s"}, thread_id="t")
+    two = await compaction.handle_new_session({"summary": "s"}, thread_id="u")
     assert isinstance(one, NewSession)
     assert isinstance(two, NewSession)
     assert one.thread_id != two.thread_id
     assert re.fullmatch(r"session-[0-9a-f]{32}", one.thread_id)
+    # A second call from "t", with no call id to recognise a retry by, is a second
+    # continuation: refused.
+    assert isinstance(
+        await compaction.handle_new_session({"summary": "s"}, thread_id="t"), ToolError
+    )
+
+
+async def test_a_late_call_from_an_ended_session_never_re_points_it(factory: Factory) -> None:
+    # Crush: the agent calls new_session, the conversation goes on in the new session, and
+    # a late (or replayed) call from the old one arrives. current_session() must still reach
+    # the newest session.
+    store = await factory()
+    compaction = llm(store=store)
+    one = await compaction.handle_new_session({"summary": "a"}, thread_id="t", tool_call_id="c1")
+    assert isinstance(one, NewSession)
+    two = await compaction.handle_new_session(
+        {"summary": "b"}, thread_id=one.thread_id, tool_call_id="c2"
+    )
+    assert isinstance(two, NewSession)
+    late = await compaction.handle_new_session({"summary": "x"}, thread_id="t", tool_call_id="c9")
+    assert isinstance(late, ToolError)
+    assert await compaction.current_session("t") == two.thread_id
+    # The same call again still returns its session.
+    again = await compaction.handle_new_session({"summary": "a"}, thread_id="t", tool_call_id="c1")
+    assert again == one
+
+
+async def test_two_calls_continuing_one_thread_at_once_give_one_session(factory: Factory) -> None:
+    store = await factory()
+    results = await asyncio.gather(
+        *(
+            llm(store=store).handle_new_session(
+                {"summary": f"s{n}"}, thread_id="t", tool_call_id=f"c{n}"
+            )
+            for n in range(6)
+        )
+    )
+    sessions = [r for r in results if isinstance(r, NewSession)]
+    assert len(sessions) == 1
+    assert await llm(store=store).current_session("t") == sessions[0].thread_id
 
 
 async def test_a_chosen_thread_id_and_message_shape() -> None:
