@@ -28,6 +28,7 @@ from slimcache.core.policy import (
     Keep,
     KeepMessages,
     KeepTokens,
+    KeepWithin,
     Manual,
     MessageThreshold,
     TokenThreshold,
@@ -35,7 +36,15 @@ from slimcache.core.policy import (
     WindowState,
 )
 from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
-from slimcache.core.strategies import Concat, Custom, Extend, Hybrid, Replace, Strategy
+from slimcache.core.strategies import (
+    Concat,
+    Custom,
+    Extend,
+    Hybrid,
+    Replace,
+    Strategy,
+    Weighted,
+)
 from slimcache.core.summarizer import (
     DEFAULT_CONDENSE_PROMPT,
     DEFAULT_EXTEND_PROMPT,
@@ -127,6 +136,7 @@ __all__ = [
     "Keep",
     "KeepMessages",
     "KeepTokens",
+    "KeepWithin",
     "Manual",
     "MemoryStore",
     "Message",
@@ -154,6 +164,7 @@ __all__ = [
     "Trigger",
     "TrimCompressor",
     "TrimResult",
+    "Weighted",
     "WindowState",
     "__version__",
     "approx_tokens",

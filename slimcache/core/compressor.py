@@ -47,6 +47,7 @@ from slimcache.core.settings import (
     check_store,
     check_summarizer,
     resolve_policies,
+    takes_messages_summary_ms,
 )
 from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy
 from slimcache.core.summarizer import Prompts, Summarizer, summarizer_name
@@ -234,6 +235,7 @@ class SummarizeCompressor:
         matching = identity if cache.reuse_entries == "matching" else None
         self._rules = Rules(self._trigger, self._keep, self._summary_tokens, matching)
         self._hooks = hooks.pick("on_evict", "on_compress", "on_cache_hit", "on_error")
+        self._legacy_on_compress = takes_messages_summary_ms(hooks.on_compress)
 
     # ------------------------------------------------------------------ public API
 
@@ -559,7 +561,13 @@ class SummarizeCompressor:
             self._stats.naive_input_tokens += self._naive_tokens(work.checked, start, end)
         messages = work.around(self._summary_message(summary, start, end), end)
         hook = "on_cache_hit" if outcome == "hit" else "on_compress"
-        if self._hooks[hook] is not None:  # the event is built only for a hook that takes it
+        if self._hooks[hook] is None:  # the event is built only for a hook that takes it
+            pass
+        elif hook == "on_compress" and self._legacy_on_compress:
+            folded = [dict(m) for m in work.checked.messages[end + 1 - work.new_messages : end + 1]]
+            elapsed_ms = work.event(outcome, start, end, 0).elapsed * 1000
+            await self._emit(hook, folded, summary, elapsed_ms)
+        else:
             await self._emit(hook, work.event(outcome, start, end, self._count(summary)))
         return work.result(messages, outcome, summary, start, end, cached=cached)
 

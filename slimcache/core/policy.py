@@ -26,6 +26,7 @@ __all__ = [
     "Keep",
     "KeepMessages",
     "KeepTokens",
+    "KeepWithin",
     "Manual",
     "MessageThreshold",
     "TokenThreshold",
@@ -85,8 +86,9 @@ class MessageThreshold:
         return f"messages>{self.messages}" if state.messages > self.messages else None
 
     def settled(self, state: WindowState, keep: Keep) -> bool:
-        """After compressing: kept to ``KeepMessages``, or at most half the threshold."""
-        return isinstance(keep, KeepMessages) or state.messages <= self.messages // 2
+        """After compressing: kept to ``KeepMessages`` or ``KeepWithin``, or at most half the
+        threshold."""
+        return isinstance(keep, (KeepMessages, KeepWithin)) or state.messages <= self.messages // 2
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,9 @@ class TokenThreshold:
         return f"tokens>{self.tokens}" if state.tokens > self.tokens else None
 
     def settled(self, state: WindowState, keep: Keep) -> bool:
-        """After compressing: kept to ``KeepTokens``, or at most half the threshold."""
-        return isinstance(keep, KeepTokens) or state.tokens <= self.tokens // 2
+        """After compressing: kept to ``KeepTokens`` or ``KeepWithin``, or at most half the
+        threshold."""
+        return isinstance(keep, (KeepTokens, KeepWithin)) or state.tokens <= self.tokens // 2
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,28 @@ class KeepTokens:
         return tokens <= self.tokens
 
 
+@dataclass(frozen=True)
+class KeepWithin:
+    """Keep at most ``messages`` messages *and* at most ``tokens`` tokens verbatim.
+
+    For a trigger on both counts (``AnyOf(MessageThreshold(20), TokenThreshold(4000))``):
+    with ``KeepWithin(messages=12, tokens=2000)`` every compression leaves a window under both
+    limits, as convo-compress's combined trigger does, where ``KeepMessages(12)`` would keep
+    twelve large messages whatever their tokens. The last message group always stays.
+    """
+
+    messages: int
+    tokens: int
+
+    def __post_init__(self) -> None:
+        positive_int("KeepWithin.messages", self.messages)
+        positive_int("KeepWithin.tokens", self.tokens)
+
+    def satisfied(self, messages: int, tokens: int) -> bool:
+        """True when the window has at most ``messages`` messages and ``tokens`` tokens."""
+        return messages <= self.messages and tokens <= self.tokens
+
+
 def is_settled(trigger: Trigger, state: WindowState, keep: Keep) -> bool:
     """Whether a window just compressed is far enough below ``trigger`` to stop evicting.
 
@@ -256,20 +281,29 @@ def check_hysteresis(trigger: Trigger, keep: Keep) -> None:
         ConfigurationError: When compression would fire again on the very next message.
     """
     triggers = trigger.triggers if isinstance(trigger, AnyOf) else (trigger,)
+    kept_messages = keep.messages if isinstance(keep, (KeepMessages, KeepWithin)) else None
+    kept_tokens = keep.tokens if isinstance(keep, (KeepTokens, KeepWithin)) else None
     for item in triggers:
         if (
             isinstance(item, MessageThreshold)
-            and isinstance(keep, KeepMessages)
-            and keep.messages >= item.messages
+            and kept_messages is not None
+            and kept_messages >= item.messages
         ):
-            raise ConfigurationError(
-                f"KeepMessages({keep.messages}) must be below MessageThreshold({item.messages})"
-            )
+            shown = _kept(keep, "messages", kept_messages)
+            raise ConfigurationError(f"{shown} must be below MessageThreshold({item.messages})")
         if (
             isinstance(item, TokenThreshold)
-            and isinstance(keep, KeepTokens)
-            and keep.tokens >= item.tokens
+            and kept_tokens is not None
+            and kept_tokens >= item.tokens
         ):
-            raise ConfigurationError(
-                f"KeepTokens({keep.tokens}) must be below TokenThreshold({item.tokens})"
-            )
+            shown = _kept(keep, "tokens", kept_tokens)
+            raise ConfigurationError(f"{shown} must be below TokenThreshold({item.tokens})")
+
+
+def _kept(keep: Keep, unit: str, count: int) -> str:
+    """``KeepMessages(12)``, or ``KeepWithin(messages=12)``: the part of ``keep`` at fault."""
+    return (
+        f"KeepWithin({unit}={count})"
+        if isinstance(keep, KeepWithin)
+        else f"{type(keep).__name__}({count})"
+    )

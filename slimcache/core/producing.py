@@ -126,9 +126,17 @@ class SummaryProducer:
         first = base.end + 1 if base is not None else target.start
         new = work.checked.messages[first : target.end + 1]
 
-        async def summarize(task: Task, messages: Sequence[Message], previous: str | None) -> str:
+        async def summarize(
+            task: Task,
+            messages: Sequence[Message],
+            previous: str | None,
+            *,
+            emphasis: str | None = None,
+        ) -> str:
             start = target.start if task == "condense" else first
-            return await self.call(work, task, messages, previous, start, target.end)
+            return await self.call(
+                work, task, messages, previous, start, target.end, emphasis=emphasis
+            )
 
         summary = await self.strategy.combine(
             base.summary if base is not None else None,
@@ -150,9 +158,13 @@ class SummaryProducer:
         previous: str | None,
         start: int,
         end: int,
+        *,
+        emphasis: str | None = None,
     ) -> str:
         """Call the summarizer once for ``task``, counting the tokens it is sent and returns."""
         prompt = self.prompts.for_task(task).replace("{max_tokens}", str(self.max_tokens))
+        if emphasis is not None:
+            prompt = f"{prompt} {emphasis}"
         context = SummaryContext(
             task=task,
             previous_summary=previous,

@@ -57,6 +57,7 @@ __all__ = [
     "check_token_counter",
     "fingerprints_by_id",
     "resolve_policies",
+    "takes_messages_summary_ms",
 ]
 
 logger = logging.getLogger("slimcache")
@@ -250,7 +251,8 @@ class Hooks:
 
     Attributes:
         on_evict: ``(messages, reason)`` with the messages folded into a summary.
-        on_compress: ``(CompressEvent)`` after a summary is made.
+        on_compress: ``(CompressEvent)`` after a summary is made; or convo-compress's
+            ``(messages, summary, ms)``, for a hook that takes two or more arguments.
         on_cache_hit: ``(CompressEvent)`` when a cached summary is served.
         on_error: ``(exception, messages)`` when the summarizer or store fails.
         on_compact_start: ``(evicted_count, total_tokens)`` before a window compacts.
@@ -273,6 +275,20 @@ class Hooks:
     def pick(self, *names: str) -> dict[str, Hook | None]:
         """The named hooks by name (``None`` where not set), as a front door calls them."""
         return {name: getattr(self, name) for name in names}
+
+
+def takes_messages_summary_ms(hook: Any) -> bool:
+    """Whether an ``on_compress`` hook has convo-compress's shape, ``(messages, summary, ms)``,
+    rather than slimcache's ``(CompressEvent)``: it requires two or more positional arguments."""
+    if hook is None:
+        return False
+    try:
+        parameters = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in parameters if p.kind in positional and p.default is p.empty]
+    return len(required) >= 2
 
 
 async def call_hook(name: str, hook: Any, *args: Any) -> None:

@@ -20,6 +20,7 @@ from slimcache.stores.protocol import positive_int
 
 __all__ = [
     "STRATEGY_NAMES",
+    "WEIGHTED_EMPHASIS",
     "Concat",
     "Custom",
     "Extend",
@@ -29,6 +30,7 @@ __all__ = [
     "Strategy",
     "StrategyName",
     "SummarizeFn",
+    "Weighted",
     "resolve_strategy",
 ]
 
@@ -37,10 +39,18 @@ MergeFunction = Callable[[Union[str, None], str], Union[Awaitable[str], str]]  #
 
 
 class SummarizeFn(Protocol):
-    """Calls the summarizer for one task: ``(task, messages, previous_summary) -> summary``."""
+    """Calls the summarizer for one task: ``(task, messages, previous_summary) -> summary``.
+
+    ``emphasis``, when given, is one more sentence appended to the task's prompt.
+    """
 
     def __call__(
-        self, task: Task, messages: Sequence[Message], previous: str | None
+        self,
+        task: Task,
+        messages: Sequence[Message],
+        previous: str | None,
+        *,
+        emphasis: str | None = None,
     ) -> Awaitable[str]: ...
 
 
@@ -95,6 +105,38 @@ class Extend:
     ) -> str:
         """Ask the summarizer to extend ``previous`` (or to summarize, without one)."""
         return await summarize("extend" if previous is not None else "summarize", new, previous)
+
+
+WEIGHTED_EMPHASIS = (
+    "Weight the newer messages above the summary so far: keep their details in full, and "
+    "shorten older points to what still matters for them."
+)
+
+
+@dataclass(frozen=True)
+class Weighted:
+    """Like :class:`Extend`, one call, asking the summarizer to weight recent content more.
+
+    convo-compress's ``weighted`` merge: the extend prompt gets one more sentence
+    (:data:`WEIGHTED_EMPHASIS`) telling the model to keep the newer messages in detail and cut
+    older points down to what still matters.
+    """
+
+    name: str = field(default="weighted", init=False)
+
+    async def combine(
+        self,
+        previous: str | None,
+        new: Sequence[Message],
+        summarize: SummarizeFn,
+        *,
+        count: TokenCounter,
+        max_tokens: int,
+    ) -> str:
+        """Ask the summarizer to extend ``previous`` with the emphasis on ``new``."""
+        if previous is None:
+            return await summarize("summarize", new, None)
+        return await summarize("extend", new, previous, emphasis=WEIGHTED_EMPHASIS)
 
 
 @dataclass(frozen=True)
@@ -218,14 +260,19 @@ class Custom:
         return f"Custom({self.merge!r})"
 
 
-StrategyName = Literal["extend", "concat", "hybrid", "replace"]
-"""The strategies that have a string shortcut."""
+StrategyName = Literal["extend", "concat", "hybrid", "replace", "weighted", "summarize", "append"]
+"""The strategies that have a string shortcut; ``summarize`` and ``append`` are convo-compress's
+names of ``extend`` and ``concat``."""
 
 _SHORTCUTS: dict[str, Callable[[], Strategy]] = {
     "extend": Extend,
     "concat": Concat,
     "hybrid": Hybrid,
     "replace": Replace,
+    "weighted": Weighted,
+    # convo-compress's names
+    "summarize": Extend,
+    "append": Concat,
 }
 STRATEGY_NAMES: tuple[str, ...] = tuple(_SHORTCUTS)
 
@@ -243,7 +290,8 @@ def resolve_strategy(strategy: Strategy | str) -> Strategy:
         if make is None:
             raise ConfigurationError(
                 f"strategy must be one of {', '.join(STRATEGY_NAMES)} or a strategy object "
-                f"(Extend(), Concat(), Hybrid(n), Replace(), Custom(merge)), got {strategy!r}"
+                f"(Extend(), Concat(), Hybrid(n), Replace(), Weighted(), Custom(merge)), "
+                f"got {strategy!r}"
             )
         return make()
     if not isinstance(strategy, Strategy) or not isinstance(getattr(strategy, "name", None), str):

@@ -13,6 +13,7 @@ import asyncio
 import copy
 import logging
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,11 +34,11 @@ from slimcache.core.settings import (
     call_hook,
     check_summarizer,
     resolve_policies,
+    takes_messages_summary_ms,
 )
 from slimcache.core.strategies import (
     Strategy,
     StrategyName,
-    SummarizeFn,
     resolve_strategy,
 )
 from slimcache.core.summarizer import Prompts, Summarizer, SummaryContext, Task, call_summarizer
@@ -58,11 +59,12 @@ from slimcache.recipes.conversation_state import (
     ConversationStats,
     Counters,
     check_state,
-    check_state_messages,
     given_or_saved,
     json_copy,
     keep_to_json,
     prompts_to_json,
+    restored_messages,
+    run_strategy,
     saved_objects,
     strategy_to_json,
     trigger_to_json,
@@ -165,6 +167,7 @@ class ConversationCompressor:
         self._summary_template = summary.summary_template
         self._timeout = timeouts.summarizer_timeout
         self._hooks = hooks.pick("on_evict", "on_compress", "on_error")
+        self._legacy_on_compress = takes_messages_summary_ms(hooks.on_compress)
         self._lock = asyncio.Lock()
         self._reset_state()
 
@@ -244,12 +247,27 @@ class ConversationCompressor:
 
     # ------------------------------------------------------------------ reading
 
-    def get_messages(self) -> list[dict[str, Any]]:
+    def get_window(self) -> list[dict[str, Any]]:
         """The messages kept verbatim: the pinned system messages, then the window.
 
-        This never compresses; it is :meth:`get_compressed` without the summary message.
+        This never compresses and holds no summary; for what to send the model (what
+        convo-compress's ``getMessages()`` returns), ``await get_compressed()``.
         """
         return [dict(m) for m in (*self._pinned, *self._window)]
+
+    def get_messages(self) -> list[dict[str, Any]]:
+        """Deprecated: the same as :meth:`get_window`, which says what it returns.
+
+        convo-compress's ``getMessages()`` is :meth:`get_compressed` here.
+        """
+        warnings.warn(
+            "ConversationCompressor.get_messages() returns only the verbatim window, without "
+            "the summary: call get_window() for that, or await get_compressed() for the "
+            "summary and the window (convo-compress's getMessages())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.get_window()
 
     def get_summary(self) -> str | None:
         """The current summary text, or ``None`` before the first compression."""
@@ -426,18 +444,11 @@ class ConversationCompressor:
 
     def _restore(self, data: dict[str, Any]) -> None:
         """Load the checked snapshot's messages, summary and counters."""
-        pinned: list[dict[str, Any]] = data["pinned"]
-        window: list[dict[str, Any]] = data["window"]
-        checked_pinned = check_state_messages(pinned, "pinned", self._count, self._overhead)
-        if checked_pinned.pinned != len(pinned):
-            raise InvalidInput("state['pinned'] may hold only system and developer messages")
-        checked = check_state_messages(window, "window", self._count, self._overhead)
-        if data["summary"] is not None and not window:
-            raise InvalidInput("state has a summary but an empty window")
-        self._pinned = [json_copy(m, i) for i, m in enumerate(pinned)]
-        self._pinned_tokens = list(checked_pinned.tokens)
-        self._window = [json_copy(m, i) for i, m in enumerate(window)]
-        self._window_tokens = list(checked.tokens)
+        pinned, checked_pinned, window, checked = restored_messages(
+            data, self._count, self._overhead
+        )
+        self._pinned, self._pinned_tokens = pinned, list(checked_pinned.tokens)
+        self._window, self._window_tokens = window, list(checked.tokens)
         self._unit_end = list(checked.unit_end)
         self._summary = data["summary"]
         self._summarized = data["summarized"]
@@ -512,11 +523,19 @@ class ConversationCompressor:
         sent_tokens = 0
         started = time.perf_counter()
 
-        async def summarize(task: Task, messages: Sequence[Message], previous: str | None) -> str:
+        async def summarize(
+            task: Task,
+            messages: Sequence[Message],
+            previous: str | None,
+            *,
+            emphasis: str | None = None,
+        ) -> str:
             nonlocal calls, sent_tokens
             prompt = self._prompts.for_task(task).replace(
                 "{max_tokens}", str(self._max_summary_tokens)
             )
+            if emphasis is not None:
+                prompt = f"{prompt} {emphasis}"
             start = len(self._pinned) if task == "condense" else first
             context = SummaryContext(
                 task=task,
@@ -539,7 +558,9 @@ class ConversationCompressor:
             return await call_summarizer(self._summarizer, messages, context, timeout=self._timeout)
 
         try:
-            summary = await self._combine(before, evicted, summarize)
+            summary = await run_strategy(
+                self._strategy, before, evicted, summarize, self._count, self._max_summary_tokens
+            )
         except SummarizerError as exc:
             if generation == self._generation:
                 self._counters.summarizer_errors += 1
@@ -556,6 +577,10 @@ class ConversationCompressor:
         self._unit_end = [end - count for end in self._unit_end[count:]]
         self._counters.messages_compressed += count
         await self._emit("on_evict", evicted, reason)
+        if self._legacy_on_compress:  # convo-compress's (messages, summary, ms)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            await self._emit("on_compress", evicted, summary, elapsed_ms)
+            return count
         event = CompressEvent(
             thread_id=None,
             outcome="extended" if before is not None else "summarized",
@@ -570,26 +595,6 @@ class ConversationCompressor:
         )
         await self._emit("on_compress", event)
         return count
-
-    async def _combine(
-        self, before: str | None, evicted: list[dict[str, Any]], summarize: SummarizeFn
-    ) -> str:
-        """Run the strategy; its failure, or an empty summary, is a :class:`SummarizerError`."""
-        try:
-            summary = await self._strategy.combine(
-                before, evicted, summarize, count=self._count, max_tokens=self._max_summary_tokens
-            )
-        except SummarizerError:
-            raise
-        except Exception as exc:
-            raise SummarizerError(
-                f"strategy {self._strategy.name} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(summary, str) or not summary.strip():
-            raise SummarizerError(
-                f"strategy {self._strategy.name} returned an empty or non-string summary"
-            )
-        return summary
 
     async def _emit(self, name: str, *args: Any) -> None:
         await call_hook(name, self._hooks[name], *args)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from slimcache._exceptions import ConfigurationError, InvalidInput
+from slimcache._exceptions import ConfigurationError, InvalidInput, SummarizerError
 from slimcache.core.policy import (
     AnyOf,
     ContextWindow,
@@ -21,12 +21,21 @@ from slimcache.core.policy import (
     Keep,
     KeepMessages,
     KeepTokens,
+    KeepWithin,
     Manual,
     MessageThreshold,
     TokenThreshold,
     Trigger,
 )
-from slimcache.core.strategies import Concat, Extend, Hybrid, Replace, Strategy
+from slimcache.core.strategies import (
+    Concat,
+    Extend,
+    Hybrid,
+    Replace,
+    Strategy,
+    SummarizeFn,
+    Weighted,
+)
 from slimcache.core.summarizer import Prompts
 from slimcache.messages import CheckedMessages, Message, TokenCounter, check_messages
 
@@ -44,6 +53,7 @@ __all__ = [
     "keep_to_json",
     "prompts_from_json",
     "prompts_to_json",
+    "run_strategy",
     "saved_objects",
     "strategy_from_json",
     "strategy_to_json",
@@ -272,6 +282,9 @@ def keep_to_json(keep: Keep) -> dict[str, Any] | None:
     if type(keep) is KeepTokens:
         assert isinstance(keep, KeepTokens)
         return {"type": "tokens", "tokens": keep.tokens}
+    if type(keep) is KeepWithin:
+        assert isinstance(keep, KeepWithin)
+        return {"type": "within", "messages": keep.messages, "tokens": keep.tokens}
     return None
 
 
@@ -286,6 +299,8 @@ def keep_from_json(data: object) -> Keep | None:
         return KeepMessages(data["messages"])
     if kind == "tokens":
         return KeepTokens(data["tokens"])
+    if kind == "within":
+        return KeepWithin(data["messages"], data["tokens"])
     raise ValueError(f"unknown keep type {kind!r}")
 
 
@@ -293,6 +308,7 @@ _PLAIN_STRATEGIES: dict[str, type[Strategy]] = {
     "extend": Extend,
     "concat": Concat,
     "replace": Replace,
+    "weighted": Weighted,
 }
 
 
@@ -355,3 +371,48 @@ def prompts_from_json(data: object) -> Prompts:
     if not (isinstance(summarize, str) and isinstance(extend, str) and isinstance(condense, str)):
         raise TypeError("prompts must hold the strings summarize, extend and condense")
     return Prompts(summarize, extend, condense)
+
+
+async def run_strategy(
+    strategy: Strategy,
+    before: str | None,
+    evicted: list[dict[str, Any]],
+    summarize: SummarizeFn,
+    count: TokenCounter,
+    max_tokens: int,
+) -> str:
+    """Run ``strategy``; its failure, or an empty summary, is a :class:`SummarizerError`."""
+    try:
+        summary = await strategy.combine(
+            before, evicted, summarize, count=count, max_tokens=max_tokens
+        )
+    except SummarizerError:
+        raise
+    except Exception as exc:
+        raise SummarizerError(
+            f"strategy {strategy.name} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(summary, str) or not summary.strip():
+        raise SummarizerError(f"strategy {strategy.name} returned an empty or non-string summary")
+    return summary
+
+
+def restored_messages(
+    data: dict[str, Any], count: TokenCounter, overhead: int
+) -> tuple[list[dict[str, Any]], CheckedMessages, list[dict[str, Any]], CheckedMessages]:
+    """A checked snapshot's pinned messages and window, copied, each with its check.
+
+    Raises:
+        InvalidInput: A message is malformed, ``pinned`` holds other than system and developer
+            messages, or there is a summary but no window.
+    """
+    pinned: list[dict[str, Any]] = data["pinned"]
+    window: list[dict[str, Any]] = data["window"]
+    checked_pinned = check_state_messages(pinned, "pinned", count, overhead)
+    if checked_pinned.pinned != len(pinned):
+        raise InvalidInput("state['pinned'] may hold only system and developer messages")
+    checked = check_state_messages(window, "window", count, overhead)
+    if data["summary"] is not None and not window:
+        raise InvalidInput("state has a summary but an empty window")
+    copied_pinned = [json_copy(m, i) for i, m in enumerate(pinned)]
+    return copied_pinned, checked_pinned, [json_copy(m, i) for i, m in enumerate(window)], checked

@@ -80,7 +80,7 @@ async def test_adding_messages_never_calls_the_summarizer() -> None:
     for message in history:
         compressor.add_message(message)
     assert summarizer.calls == []
-    assert compressor.get_messages() == history
+    assert compressor.get_window() == history
     assert compressor.get_summary() is None
 
 
@@ -102,7 +102,7 @@ async def test_get_compressed_folds_the_oldest_messages_past_the_trigger() -> No
     }
     assert result[2:] == history[6:]
     assert compressor.get_summary() == "summarize[1-5]"
-    assert compressor.get_messages() == [history[0], *history[6:]]
+    assert compressor.get_window() == [history[0], *history[6:]]
     # Below the trigger now: asking again calls nothing.
     assert await compressor.get_compressed() == result
     assert len(summarizer.calls) == 1
@@ -176,7 +176,7 @@ async def test_manual_trigger_compresses_only_when_asked() -> None:
     assert summarizer.calls == []
     assert await compressor.compress() == 28
     assert summarizer.calls[0].messages == history[1:29]
-    assert compressor.get_messages() == [history[0], *history[29:]]
+    assert compressor.get_window() == [history[0], *history[29:]]
 
 
 async def test_compress_to_the_keep_policy_below_the_trigger() -> None:
@@ -205,7 +205,7 @@ async def test_evict_count_takes_whole_units_from_the_front() -> None:
     # Asking for one evicts the tool call with its result.
     assert await compressor.compress(evict_count=1) == 2
     assert summarizer.calls[0].messages == history[:2]
-    assert compressor.get_messages() == history[2:]
+    assert compressor.get_window() == history[2:]
     assert await compressor.compress(evict_count=1) == 1
     assert summarizer.calls[1].messages == [history[2]]
     assert summarizer.calls[1].context.task == "extend"
@@ -218,7 +218,7 @@ async def test_evict_count_never_takes_the_last_unit() -> None:
     history = [{"role": "user", "content": "look it up"}, *tool_turn(1)[1:3]]
     compressor.add_messages(history)
     assert await compressor.compress(evict_count=100) == 1
-    assert compressor.get_messages() == history[1:]
+    assert compressor.get_window() == history[1:]
     # Nothing left to evict but the last unit.
     assert await compressor.compress(evict_count=100) == 0
     assert len(summarizer.calls) == 1
@@ -231,7 +231,7 @@ async def test_automatic_compression_never_splits_a_tool_unit() -> None:
         for message in tool_turn(n):
             compressor.add_message(message)
             await compressor.get_compressed()
-            window = compressor.get_messages()
+            window = compressor.get_window()
             assert window[0]["role"] != "tool"
     for call in summarizer.calls:
         assert call.messages[0]["role"] != "tool"
@@ -245,9 +245,9 @@ async def test_a_tool_result_may_follow_its_call_after_a_compression() -> None:
     compressor.add_messages(chat(5, system=None))
     compressor.add_message({"role": "assistant", "content": None, "tool_calls": [tool_call("k")]})
     await compressor.get_compressed()
-    assert compressor.get_messages()[0].get("tool_calls")
+    assert compressor.get_window()[0].get("tool_calls")
     compressor.add_message({"role": "tool", "content": "done", "tool_call_id": "k"})
-    assert compressor.get_messages()[-1]["content"] == "done"
+    assert compressor.get_window()[-1]["content"] == "done"
 
 
 async def test_pinned_system_messages_are_never_summarized() -> None:
@@ -288,10 +288,10 @@ async def test_a_sync_summarizer_works() -> None:
 async def test_a_tool_result_without_its_call_is_invalid_and_nothing_is_added() -> None:
     compressor = make()
     compressor.add_messages(chat(3))
-    before = compressor.get_messages()
+    before = compressor.get_window()
     with pytest.raises(InvalidInput, match="answers no tool call"):
         compressor.add_message({"role": "tool", "content": "x", "tool_call_id": "nope"})
-    assert compressor.get_messages() == before
+    assert compressor.get_window() == before
     assert compressor.get_stats().total_messages == len(before)
 
 
@@ -301,14 +301,14 @@ async def test_add_messages_is_all_or_nothing_and_names_the_index() -> None:
     with pytest.raises(InvalidInput) as caught:
         compressor.add_messages([{"role": "user", "content": "ok"}] * 2 + [{"role": "x"}])
     assert caught.value.index == 2
-    assert len(compressor.get_messages()) == 2
+    assert len(compressor.get_window()) == 2
 
 
 async def test_a_message_that_cannot_be_saved_as_json_is_refused() -> None:
     compressor = make()
     with pytest.raises(InvalidInput, match="JSON"):
         compressor.add_message({"role": "user", "content": "hi", "metadata": {"at": object()}})
-    assert compressor.get_messages() == []
+    assert compressor.get_window() == []
 
 
 @pytest.mark.parametrize("value", [{"role": "user", "content": "a dict, not a list"}, "text", 3])
@@ -323,7 +323,7 @@ async def test_evict_count_must_be_a_positive_integer(count: Any) -> None:
     compressor.add_messages(chat(8))
     with pytest.raises(InvalidInput, match="evict_count"):
         await compressor.compress(evict_count=count)
-    assert len(compressor.get_messages()) == 9
+    assert len(compressor.get_window()) == 9
 
 
 @pytest.mark.parametrize(
@@ -332,7 +332,7 @@ async def test_evict_count_must_be_a_positive_integer(count: Any) -> None:
         {"trigger": MessageThreshold(5), "keep": KeepMessages(5)},
         {"trigger": "often"},
         {"keep": 3},
-        {"strategy": "weighted"},
+        {"strategy": "weighed"},
         {"strategy": "custom"},
         {"max_summary_tokens": 0},
         {"message_overhead": -1},
@@ -369,7 +369,7 @@ async def test_a_failed_summarizer_leaves_the_window_as_it_was() -> None:
         await compressor.get_compressed()
     assert caught.value.__cause__ is failure
     # The messages that were leaving are back, in order; nothing was summarized.
-    assert compressor.get_messages() == history
+    assert compressor.get_window() == history
     assert compressor.get_summary() is None
     assert len(errors) == 1
     assert errors[0][0] is caught.value
@@ -389,14 +389,14 @@ async def test_a_failed_extension_keeps_the_previous_summary() -> None:
     compressor = make(summarizer)
     compressor.add_messages(chat(8))
     await compressor.get_compressed()
-    summary, window = compressor.get_summary(), compressor.get_messages()
+    summary, window = compressor.get_summary(), compressor.get_window()
     compressor.add_messages(chat(6, start=8, system=None))
-    window = compressor.get_messages()
+    window = compressor.get_window()
     summarizer.fail_with = TimeoutError("slow")
     with pytest.raises(SummarizerError):
         await compressor.compress(evict_count=2)
     assert compressor.get_summary() == summary
-    assert compressor.get_messages() == window
+    assert compressor.get_window() == window
 
 
 @pytest.mark.parametrize("bad", ["", "   ", None])
@@ -408,7 +408,7 @@ async def test_an_empty_summary_is_a_summarizer_error(bad: Any) -> None:
     compressor.add_messages(chat(8))
     with pytest.raises(SummarizerError):
         await compressor.get_compressed()
-    assert len(compressor.get_messages()) == 9
+    assert len(compressor.get_window()) == 9
 
 
 async def test_a_summarizer_timeout_is_a_summarizer_error() -> None:
@@ -416,7 +416,7 @@ async def test_a_summarizer_timeout_is_a_summarizer_error() -> None:
     compressor.add_messages(chat(8))
     with pytest.raises(SummarizerError, match="timed out"):
         await compressor.get_compressed()
-    assert len(compressor.get_messages()) == 9
+    assert len(compressor.get_window()) == 9
 
 
 async def test_a_failing_strategy_of_your_own_is_a_summarizer_error() -> None:
@@ -431,7 +431,7 @@ async def test_a_failing_strategy_of_your_own_is_a_summarizer_error() -> None:
     with pytest.raises(SummarizerError) as caught:
         await compressor.get_compressed()
     assert isinstance(caught.value.__cause__, KeyError)
-    assert len(compressor.get_messages()) == 9
+    assert len(compressor.get_window()) == 9
 
 
 async def test_a_broken_hook_does_not_lose_the_compression() -> None:
@@ -568,7 +568,7 @@ async def test_messages_added_during_a_compression_are_kept() -> None:
     late = chat(2, start=8, system=None)
     compressor.add_messages(late)
     await running
-    assert compressor.get_messages() == [history[0], *history[6:], *late]
+    assert compressor.get_window() == [history[0], *history[6:], *late]
 
 
 async def test_clear_during_a_compression_discards_its_result() -> None:
@@ -581,7 +581,7 @@ async def test_clear_during_a_compression_discards_its_result() -> None:
     compressor.add_messages(chat(2, system=None))
     assert await running == 0
     assert compressor.get_summary() is None
-    assert compressor.get_messages() == chat(2, system=None)
+    assert compressor.get_window() == chat(2, system=None)
 
 
 # ---------------------------------------------------------------- stats and clear
@@ -624,7 +624,7 @@ async def test_clear_forgets_everything() -> None:
     await compressor.get_compressed()
     compressor.clear()
     assert compressor.get_summary() is None
-    assert compressor.get_messages() == []
+    assert compressor.get_window() == []
     assert compressor.get_stats().total_messages == 0
     # A system message is pinned again after clearing.
     compressor.add_messages(chat(8))
@@ -767,7 +767,7 @@ def change(path: Sequence[str], value: Any) -> dict[str, Any]:
         change(["settings", "trigger"], {"type": "sometimes"}),
         change(["settings", "trigger"], {"type": "messages", "messages": 0}),
         change(["settings", "keep"], {"type": "messages"}),
-        change(["settings", "strategy"], {"type": "weighted"}),
+        change(["settings", "strategy"], {"type": "weighed"}),
         change(["settings", "prompts"], {"summarize": 1}),
         change(["settings", "max_summary_tokens"], "many"),
         change(["settings", "summarizer_timeout"], True),
@@ -791,7 +791,7 @@ def test_a_snapshot_is_a_copy() -> None:
     compressor.add_messages(chat(3))
     state = compressor.serialize()
     state["window"][0]["content"] = "changed"
-    assert compressor.get_messages()[1]["content"] != "changed"
+    assert compressor.get_window()[1]["content"] != "changed"
 
 
 # ---------------------------------------------------------------- the docs section's example
