@@ -447,6 +447,8 @@ class SummarizeCompressor:
         index = plan.view.index
         if (index is None or entry is not index.head) and not plan.view.head_beyond:
             await self._writer().repair_index(cache, history, plan, entry)
+        elif index is not None and cache.refresh_due(index):  # a sliding TTL
+            await cache.refresh(plan.index_raw, index)
         return await self._hit(work, entry)
 
     # ------------------------------------------------------------------ planning

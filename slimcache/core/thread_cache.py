@@ -9,8 +9,10 @@ index), undo, and repair.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -39,6 +41,8 @@ __all__ = [
     "ThreadCache",
     "bounds_itself",
     "in_background",
+    "refresh_due",
+    "stamped",
     "takes_ttl",
 ]
 
@@ -83,6 +87,22 @@ def takes_ttl(store: object, method: str) -> bool:
             )
         _TAKES_TTL[(type(store), method)] = found
     return found
+
+
+def refresh_due(index: ThreadIndex, ttl: float | None) -> bool:
+    """Whether a hit on ``index`` should give it a fresh TTL: entries have one, and half of it
+    has passed since the index was written (by this worker's clock), so a thread in use never
+    expires, for a write every half TTL instead of one per hit."""
+    if ttl is None:
+        return False
+    return index.written_at is None or time.time() - index.written_at > ttl / 2
+
+
+def stamped(index: ThreadIndex, ttl: float | None) -> ThreadIndex:
+    """``index`` recording when it is written, where entries have a TTL."""
+    if ttl is None:
+        return index
+    return dataclasses.replace(index, written_at=round(time.time(), 3))
 
 
 def bounds_itself(store: object, timeout: float | None) -> bool:
@@ -327,11 +347,34 @@ class ThreadCache:
 
     def _index_op(self, expected_raw: str | None, index: ThreadIndex) -> StoreOp:
         """Writing the index: with compare-and-set where the store can, against
-        ``expected_raw``, so that a newer index another worker wrote is never overwritten."""
-        value, ttl = index.to_json(), self.io.ttl
+        ``expected_raw``, so that a newer index another worker wrote is never overwritten.
+
+        With a TTL the index records when it was written (see :meth:`refresh_due`)."""
+        ttl = self.io.ttl
+        value = stamped(index, ttl).to_json()
         if self.io.compares:
             return CompareAndSetOp(self.keys.index, expected_raw, value, ttl)
         return SetOp(self.keys.index, value, ttl)
+
+    def refresh_due(self, index: ThreadIndex) -> bool:
+        """Whether a hit on ``index`` should rewrite it (see :func:`refresh_due`)."""
+        return refresh_due(index, self.io.ttl)
+
+    async def refresh(self, index_raw: str | None, index: ThreadIndex) -> None:
+        """Give the index and its head range a fresh TTL: one batch where the store runs them.
+
+        The index is written against ``index_raw`` where the store compares, so a newer one is
+        never overwritten. A failure is logged: the hit it follows is served all the same.
+        """
+        head = index.head
+        ops = [
+            SetOp(self.keys.summary(head.start, head.end), head.to_json(), self.io.ttl),
+            self._index_op(index_raw, index),
+        ]
+        try:
+            await self.io.batch(ops)
+        except StoreError as exc:
+            logger.warning("could not refresh the TTL of thread %s: %s", self.keys.encoded, exc)
 
     async def write_index(self, expected_raw: str | None, index: ThreadIndex) -> bool:
         """Write the index; with compare-and-set, only if it still holds ``expected_raw``.

@@ -262,7 +262,7 @@ class ConversationCompressor:
         """
         warnings.warn(
             "ConversationCompressor.get_messages() returns only the verbatim window, without "
-            "the summary: call get_window() for that, or await get_compressed() for the "
+            "the summary; call get_window() for that, or await get_compressed() for the "
             "summary and the window (convo-compress's getMessages())",
             DeprecationWarning,
             stacklevel=2,

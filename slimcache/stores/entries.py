@@ -130,12 +130,15 @@ class ThreadIndex:
     """A thread's small index: which ranges exist, and a copy of the newest one.
 
     Carrying the newest summary lets the common request (nothing new to summarize) be
-    answered with a single store read.
+    answered with a single store read. ``written_at`` (Unix time) is recorded where entries
+    have a TTL: a hit rewrites the index and its head once half the TTL has passed since, so
+    a thread in use does not expire.
     """
 
     thread: str
     ranges: tuple[RangeRef, ...]
     head: SummaryEntry
+    written_at: float | None = None
 
     def to_json(self) -> str:
         """Serialize the index."""
@@ -146,6 +149,8 @@ class ThreadIndex:
             "ranges": [[r.start, r.end, r.fingerprint] for r in self.ranges],
             "head": self.head.to_dict(),
         }
+        if self.written_at is not None:
+            data["written_at"] = self.written_at
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -188,7 +193,9 @@ class ThreadIndex:
         )
         if head is None:
             return None
-        return cls(thread=thread, ranges=tuple(ranges), head=head)
+        written_at: Any = data.get("written_at")
+        written = float(written_at) if _is_number(written_at) else None
+        return cls(thread=thread, ranges=tuple(ranges), head=head, written_at=written)
 
 
 class _Unusable(Exception):
