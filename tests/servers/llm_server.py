@@ -4,12 +4,15 @@
 Anthropic's Messages API. Every request is recorded (path, headers, JSON body) so tests assert
 on exactly what the official SDKs sent. Scripted replies (:meth:`LLMServer.enqueue`) answer the
 next requests in order with an error status, a dropped connection, a delay or an empty text;
-once the script is used up, each request gets a successful reply.
+once the script is used up, each request gets a successful reply. With ``max_prompt_tokens`` set,
+a request whose prompt is longer is refused as a real server refuses it: HTTP 400 with the
+context-length message (its tokens counted as ``ceil(characters / 4)`` of the texts sent).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +22,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["LLMServer", "Recorded", "Reply", "llm_server"]
+__all__ = ["LLMServer", "Recorded", "Reply", "llm_server", "prompt_tokens"]
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
@@ -98,6 +101,40 @@ def _anthropic_body(status: int, model: str, text: str) -> dict[str, Any]:
     }
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt's tokens as this server counts them: ``ceil(characters / 4)`` of every text
+    sent (the messages' contents and, for Anthropic, ``system``)."""
+    texts: list[str] = []
+    system = body.get("system")
+    if isinstance(system, str):
+        texts.append(system)
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [str(part.get("text", "")) for part in content if isinstance(part, dict)]
+    return math.ceil(sum(map(len, texts)) / 4)
+
+
+def _too_long_body(path: str, tokens: int, limit: int) -> dict[str, Any]:
+    if path == ANTHROPIC_PATH:
+        message = f"prompt is too long: {tokens} tokens > {limit} maximum"
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
 def default_text(path: str, body: dict[str, Any]) -> str:
     """The default reply: names the API and the size of what was sent, so tests can tell."""
     if path == ANTHROPIC_PATH:
@@ -108,9 +145,16 @@ def default_text(path: str, body: dict[str, Any]) -> str:
 
 
 class LLMServer:
-    """The running server: its URLs, the recorded requests and the reply script."""
+    """The running server: its URLs, the recorded requests and the reply script.
+
+    Attributes:
+        max_prompt_tokens: Refuse a longer prompt (see :func:`prompt_tokens`) with HTTP 400,
+            as a model with that context does, before the script is consulted; ``None``
+            accepts any.
+    """
 
     def __init__(self) -> None:
+        self.max_prompt_tokens: int | None = None
         self.requests: list[Recorded] = []
         self.replies: list[Reply] = []
         self.text: Callable[[str, dict[str, Any]], str] = default_text
@@ -153,6 +197,12 @@ class LLMServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                limit = server.max_prompt_tokens
+                if limit is not None and (tokens := prompt_tokens(body)) > limit:
+                    with server._lock:
+                        server.requests.append(Recorded(self.path, headers, body))
+                    self._send(400, _too_long_body(self.path, tokens, limit), {})
+                    return
                 reply = server._next(Recorded(self.path, headers, body))
                 if reply.delay:
                     time.sleep(reply.delay)
