@@ -21,7 +21,7 @@ from slimcache._exceptions import (
     StoreError,
     SummarizerError,
 )
-from slimcache.core.commit import IndexWriter
+from slimcache.core.commit import CatchUpCommits, IndexWriter
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
     ExtendCached,
@@ -48,7 +48,7 @@ from slimcache.core.settings import (
     check_summarizer,
     resolve_policies,
 )
-from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy
+from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy, sends_previous
 from slimcache.core.summarizer import Prompts, Summarizer, summarizer_name
 from slimcache.core.thread_cache import StoreIO, ThreadCache
 from slimcache.core.turns import PlannedRead, due_range, plan_read, take_turn
@@ -99,6 +99,14 @@ class SummarizeCompressor:
             :class:`Strategy`, or the shortcut names ``"extend"``, ``"concat"``, ``"hybrid"``
             and ``"replace"``.
         max_summary_tokens: Token budget handed to the summarizer.
+        max_input_tokens: Tokens one summarizer call may receive: the prompt, the previous
+            summary and the messages, as ``token_counter`` counts them (plus
+            ``message_overhead`` per message). More messages than that are folded in
+            consecutive calls, each cached as a range of its own as soon as it is made, so a
+            request stopped halfway is taken up from there; a tool call's messages are never
+            split, and a message that does not fit alone is sent cut. ``"auto"`` (default):
+            4 times ``max_summary_tokens``, at least 6,000, which with the default budget fits a
+            model with an 8,192-token context. ``None``: no bound.
         prompts: The default prompts given to the summarizer.
         token_counter: Counts a text's tokens (default: ``ceil(len / 4)``). Any other counter
             must depend on the text alone: the compressor remembers the counts of the texts it
@@ -164,6 +172,7 @@ class SummarizeCompressor:
         keep: Keep | None = None,
         strategy: Strategy | StrategyName = "extend",
         max_summary_tokens: int = 1000,
+        max_input_tokens: int | Literal["auto"] | None = "auto",
         prompts: Prompts | None = None,
         token_counter: TokenCounter = approx_tokens,
         message_overhead: int = DEFAULT_MESSAGE_OVERHEAD,
@@ -198,6 +207,7 @@ class SummarizeCompressor:
             message_overhead,
             summary_role,
             summary_template,
+            max_input_tokens,
         )
         cache = CacheOptions(namespace, ttl, checkpoints, reuse_entries, fingerprint, summarizer_id)
         timeouts = Timeouts(summarizer_timeout, store_timeout)
@@ -215,6 +225,7 @@ class SummarizeCompressor:
             token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
         )
         self._overhead = summary.message_overhead
+        self._bound = summary.bound(self._count, sends_previous=sends_previous(self._strategy))
         self._summary_role = summary.summary_role
         self._summary_template = summary.summary_template
         self._namespace = cache.namespace
@@ -422,11 +433,21 @@ class SummarizeCompressor:
         work.reason = decision.reason
         with_lease = lease.kept() if lease is not None else contextlib.nullcontext()
         producer = self._producer()
+        # A catch-up in several steps caches each on its way, still under the lease.
+        steps = CatchUpCommits(
+            self._writer(),
+            cache,
+            history,
+            plan,
+            start=target.start,
+            entry=producer.entry,
+            bypass=self._on_store_error == "bypass",
+        )
         async with with_lease:
-            summary = await producer.produce(work, base, target)
+            summary = await producer.produce(work, base, target, steps)
         covered = sum(history.checked.tokens[target.start : target.end + 1])
         entry = producer.entry(cache.keys.encoded, target, summary, covered)
-        cached = await self._commit(cache, history, plan, entry, previous_raw, lease)
+        cached = await self._commit(cache, history, steps.plan, entry, previous_raw, lease)
         if base is not None:
             self._stats.extensions += 1
         else:
@@ -506,6 +527,7 @@ class SummarizeCompressor:
             timeout=self._timeout,
             stats=self._stats,
             emit=self._emit,
+            bound=self._bound,
         )
 
     # ------------------------------------------------------------------ results
