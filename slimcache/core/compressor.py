@@ -79,6 +79,12 @@ Hook = Any
 _SUMMARY_TOKEN_COUNTS = 1024
 
 
+def _counting(token_counter: TokenCounter) -> TokenCounter:
+    """``token_counter``, remembering the counts of the texts it saw (see the class docstring)."""
+    # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
+    return token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
+
+
 class SummarizeCompressor:
     """Keeps recent messages verbatim and replaces older ones with a cached summary.
 
@@ -220,10 +226,7 @@ class SummarizeCompressor:
         self._prompts = summary.resolved_prompts
         self._prompt_tokens: int | None = None  # of the summarize prompt, once counted
         self._summary_token_counts: dict[tuple[str, int, int], int] = {}
-        # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
-        self._count: TokenCounter = (
-            token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
-        )
+        self._count = _counting(token_counter)
         self._overhead = summary.message_overhead
         self._bound = summary.bound(self._count, sends_previous=sends_previous(self._strategy))
         self._summary_role = summary.summary_role
