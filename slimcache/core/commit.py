@@ -8,18 +8,22 @@ batches; a failure undoes the range, and a concurrent index write is merged with
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from slimcache._exceptions import StoreError, StoreTimeout
 from slimcache.core.lease import Lease
-from slimcache.core.plan import History, IndexUpdate, Rules, next_index
+from slimcache.core.plan import History, IndexUpdate, Rules, next_index, read_index
 from slimcache.core.thread_cache import INDEX_ATTEMPTS, ThreadCache, in_background
 from slimcache.core.turns import PlannedRead
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
 
-__all__ = ["IndexWriter"]
+__all__ = ["CatchUpCommits", "EntryMaker", "IndexWriter"]
 
 logger = logging.getLogger("slimcache")
+
+EntryMaker = Callable[[str, RangeRef, str, int], SummaryEntry]
+"""Builds a range's entry: ``(thread, range, summary, covered_tokens) -> entry``."""
 
 
 @dataclass(frozen=True)
@@ -42,13 +46,17 @@ class IndexWriter:
         entry: SummaryEntry,
         previous_raw: str | None,
         lease: Lease | None,
-    ) -> None:
+    ) -> ThreadIndex | None:
         """Write the range, then the index (the commit point); undo the range if that fails.
 
         One batch carries the range, the index, the stale ranges' deletes and the lease's
         release: one round trip on stores that run batches (elsewhere one call each, the
         deletes last). If another worker wrote the index in between, the index is merged with
         theirs and written again.
+
+        Returns:
+            The index as this worker wrote it; ``None`` if other workers kept writing it and
+            the range is cached but not listed.
 
         Raises:
             StoreError: The store failed; the range was undone (later, on a timeout).
@@ -66,9 +74,10 @@ class IndexWriter:
             if lease is not None and release is not None:
                 lease.released()
             if results[1] is False:  # another worker wrote the index in between
-                await self.write_index(cache, history, plan, entry, stale=True)
-            elif not batched:
+                return await self.write_index(cache, history, plan, entry, stale=True)
+            if not batched:
                 await cache.delete_ranges(update.delete)
+            return update.index
         except StoreTimeout:
             # The store is not answering: undo once it is back, without holding the caller.
             in_background(cache.undo_range(entry, written, previous_raw))
@@ -104,10 +113,11 @@ class IndexWriter:
         entry: SummaryEntry,
         *,
         stale: bool = False,
-    ) -> None:
+    ) -> ThreadIndex | None:
         """Make ``entry`` the head; on compare-and-set stores, merge with concurrent writes.
 
         ``stale``: the index ``plan`` read has been overwritten since; it is read again first.
+        Returns the index written, or ``None`` if other workers kept writing it.
         """
         expected, stored = plan.index_raw, plan.view.index
         for attempt in range(INDEX_ATTEMPTS):
@@ -117,13 +127,14 @@ class IndexWriter:
             update = self.next_index(cache, history, stored, entry, plan.gone)
             if await cache.write_index(expected, update.index):
                 await cache.delete_ranges(update.delete)
-                return
+                return update.index
         logger.warning(
             "thread %s: the index kept changing; range %d-%d is cached but not listed",
             cache.keys.encoded,
             entry.start,
             entry.end,
         )
+        return None
 
     async def repair_index(
         self, cache: ThreadCache, history: History, plan: PlannedRead, entry: SummaryEntry
@@ -134,3 +145,63 @@ class IndexWriter:
         except StoreError as exc:
             # Serving the valid summary does not depend on this write.
             logger.warning("could not update the index of thread %s: %s", cache.keys.encoded, exc)
+
+
+class CatchUpCommits:
+    """Caches the steps of a catch-up in chunks, each as a range of its own, under one lease.
+
+    Each step is committed as any range is (the range, then the index), but the lease stays
+    held: the catch-up goes on under it. :attr:`plan` follows the index as this worker wrote
+    it, so that the next commit (the request's last included) compares against it. A request
+    stopped halfway leaves its last step cached and listed, and the next one extends it.
+
+    Args:
+        writer: Writes ranges and the index.
+        cache: The thread's cache.
+        history: The request's history.
+        plan: The plan the request made; the first step commits against its index.
+        start: The first message every range covers.
+        entry: Builds a step's entry.
+        bypass: On a store failure, stop caching steps and go on (``on_store_error="bypass"``)
+            rather than raise.
+    """
+
+    def __init__(
+        self,
+        writer: IndexWriter,
+        cache: ThreadCache,
+        history: History,
+        plan: PlannedRead,
+        *,
+        start: int,
+        entry: EntryMaker,
+        bypass: bool,
+    ) -> None:
+        self.writer = writer
+        self.cache = cache
+        self.history = history
+        self.plan = plan
+        self.start = start
+        self.entry = entry
+        self.bypass = bypass
+        self.stopped = False
+
+    async def __call__(self, end: int, summary: str) -> None:
+        """Commit ``summary`` as the range ``start..end``."""
+        if self.stopped:
+            return
+        history = self.history
+        ref = RangeRef(self.start, end, history.fingerprint(end))
+        covered = sum(history.checked.tokens[self.start : end + 1])
+        entry = self.entry(self.cache.keys.encoded, ref, summary, covered)
+        try:
+            written = await self.writer.commit(self.cache, history, self.plan, entry, None, None)
+            raw = written.to_json() if written is not None else await self.cache.read_index()
+        except StoreError as exc:
+            if not self.bypass:
+                raise
+            logger.warning("store failed, catching up without caching the steps: %s", exc)
+            self.stopped = True
+            return
+        view = read_index(self.cache.parse_index(raw), history, self.writer.rules)
+        self.plan = replace(self.plan, index_raw=raw, view=view)

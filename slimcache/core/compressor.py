@@ -21,7 +21,7 @@ from slimcache._exceptions import (
     StoreError,
     SummarizerError,
 )
-from slimcache.core.commit import IndexWriter
+from slimcache.core.commit import CatchUpCommits, IndexWriter
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
     ExtendCached,
@@ -49,7 +49,7 @@ from slimcache.core.settings import (
     resolve_policies,
     takes_messages_summary_ms,
 )
-from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy
+from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy, sends_previous
 from slimcache.core.summarizer import Prompts, Summarizer, summarizer_name
 from slimcache.core.thread_cache import StoreIO, ThreadCache
 from slimcache.core.turns import PlannedRead, due_range, plan_read, take_turn
@@ -80,6 +80,12 @@ Hook = Any
 _SUMMARY_TOKEN_COUNTS = 1024
 
 
+def _counting(token_counter: TokenCounter) -> TokenCounter:
+    """``token_counter``, remembering the counts of the texts it saw (see the class docstring)."""
+    # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
+    return token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
+
+
 class SummarizeCompressor:
     """Keeps recent messages verbatim and replaces older ones with a cached summary.
 
@@ -100,6 +106,14 @@ class SummarizeCompressor:
             :class:`Strategy`, or the shortcut names ``"extend"``, ``"concat"``, ``"hybrid"``
             and ``"replace"``.
         max_summary_tokens: Token budget handed to the summarizer.
+        max_input_tokens: Tokens one summarizer call may receive: the prompt, the previous
+            summary and the messages, as ``token_counter`` counts them (plus
+            ``message_overhead`` per message). More messages than that are folded in
+            consecutive calls, each cached as a range of its own as soon as it is made, so a
+            request stopped halfway is taken up from there; a tool call's messages are never
+            split, and a message that does not fit alone is sent cut. ``"auto"`` (default):
+            4 times ``max_summary_tokens``, at least 6,000, which with the default budget fits a
+            model with an 8,192-token context. ``None``: no bound.
         prompts: The default prompts given to the summarizer.
         token_counter: Counts a text's tokens (default: ``ceil(len / 4)``). Any other counter
             must depend on the text alone: the compressor remembers the counts of the texts it
@@ -165,6 +179,7 @@ class SummarizeCompressor:
         keep: Keep | None = None,
         strategy: Strategy | StrategyName = "extend",
         max_summary_tokens: int = 1000,
+        max_input_tokens: int | Literal["auto"] | None = "auto",
         prompts: Prompts | None = None,
         token_counter: TokenCounter = approx_tokens,
         message_overhead: int = DEFAULT_MESSAGE_OVERHEAD,
@@ -199,6 +214,7 @@ class SummarizeCompressor:
             message_overhead,
             summary_role,
             summary_template,
+            max_input_tokens,
         )
         cache = CacheOptions(namespace, ttl, checkpoints, reuse_entries, fingerprint, summarizer_id)
         timeouts = Timeouts(summarizer_timeout, store_timeout)
@@ -211,11 +227,9 @@ class SummarizeCompressor:
         self._prompts = summary.resolved_prompts
         self._prompt_tokens: int | None = None  # of the summarize prompt, once counted
         self._summary_token_counts: dict[tuple[str, int, int], int] = {}
-        # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
-        self._count: TokenCounter = (
-            token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
-        )
+        self._count = _counting(token_counter)
         self._overhead = summary.message_overhead
+        self._bound = summary.bound(self._count, sends_previous=sends_previous(self._strategy))
         self._summary_role = summary.summary_role
         self._summary_template = summary.summary_template
         self._namespace = cache.namespace
@@ -424,11 +438,21 @@ class SummarizeCompressor:
         work.reason = decision.reason
         with_lease = lease.kept() if lease is not None else contextlib.nullcontext()
         producer = self._producer()
+        # A catch-up in several steps caches each on its way, still under the lease.
+        steps = CatchUpCommits(
+            self._writer(),
+            cache,
+            history,
+            plan,
+            start=target.start,
+            entry=producer.entry,
+            bypass=self._on_store_error == "bypass",
+        )
         async with with_lease:
-            summary = await producer.produce(work, base, target)
+            summary = await producer.produce(work, base, target, steps)
         covered = sum(history.checked.tokens[target.start : target.end + 1])
         entry = producer.entry(cache.keys.encoded, target, summary, covered)
-        cached = await self._commit(cache, history, plan, entry, previous_raw, lease)
+        cached = await self._commit(cache, history, steps.plan, entry, previous_raw, lease)
         if base is not None:
             self._stats.extensions += 1
         else:
@@ -510,6 +534,7 @@ class SummarizeCompressor:
             timeout=self._timeout,
             stats=self._stats,
             emit=self._emit,
+            bound=self._bound,
         )
 
     # ------------------------------------------------------------------ results
@@ -563,14 +588,12 @@ class SummarizeCompressor:
             self._stats.naive_input_tokens += self._naive_tokens(work.checked, start, end)
         messages = work.around(self._summary_message(summary, start, end), end)
         hook = "on_cache_hit" if outcome == "hit" else "on_compress"
-        if self._hooks[hook] is None:  # the event is built only for a hook that takes it
-            pass
-        elif hook == "on_compress" and self._legacy_on_compress:
-            folded = [dict(m) for m in work.checked.messages[end + 1 - work.new_messages : end + 1]]
-            elapsed_ms = work.event(outcome, start, end, 0).elapsed * 1000
-            await self._emit(hook, folded, summary, elapsed_ms)
-        else:
-            await self._emit(hook, work.event(outcome, start, end, self._count(summary)))
+        if self._hooks[hook] is not None:  # the event is built only for a hook that takes it
+            event = work.event(outcome, start, end, self._count(summary))
+            legacy = hook == "on_compress" and self._legacy_on_compress
+            await self._emit(
+                hook, *(work.convo_compress_args(event, summary) if legacy else (event,))
+            )
         return work.result(messages, outcome, summary, start, end, cached=cached)
 
     async def _emit(self, name: str, *args: Any) -> None:

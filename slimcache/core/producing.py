@@ -1,8 +1,8 @@
 """One request's bookkeeping, and producing a range's summary for it.
 
 The strategy says how a summary is combined from an earlier one and the new messages; the
-producer makes the summarizer calls it asks for, counts what each sent, and builds the entry
-the new summary is cached as.
+producer makes the summarizer calls it asks for, in as many steps as the bound on one call's
+input needs, counts what each sent, and builds the entry the new summary is cached as.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slimcache.core.chunks import InputBound, Step
 from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
@@ -24,10 +25,13 @@ from slimcache.core.summarizer import (
 from slimcache.messages import CheckedMessages, Message, TokenCounter, count_message_tokens
 from slimcache.stores.entries import RangeRef, SummaryEntry
 
-__all__ = ["Emit", "SummaryProducer", "Work"]
+__all__ = ["Checkpoint", "Emit", "SummaryProducer", "Work"]
 
 Emit = Callable[..., Awaitable[None]]
 """Calls the named hook, if one is set, with the given arguments."""
+
+Checkpoint = Callable[[int, str], Awaitable[None]]
+"""Caches a step of a catch-up: ``(end, summary)``, the summary of messages up to ``end``."""
 
 
 @dataclass
@@ -77,6 +81,13 @@ class Work:
             thread_id=self.thread_id,
         )
 
+    def convo_compress_args(self, event: CompressEvent, summary: str) -> tuple[Any, ...]:
+        """``on_compress``'s arguments in convo-compress's shape: ``(messages, summary, ms)``,
+        the messages being those folded in by this request."""
+        end = event.end
+        folded = [dict(m) for m in self.checked.messages[end + 1 - event.new_messages : end + 1]]
+        return folded, summary, event.elapsed * 1000
+
     def event(self, outcome: Outcome, start: int, end: int, summary_tokens: int) -> CompressEvent:
         """The event a hook is given for this request, now that it has its summary."""
         return CompressEvent(
@@ -108,6 +119,7 @@ class SummaryProducer:
         timeout: Seconds a summarizer call may take (``None``: unbounded).
         stats: The counters to add to.
         emit: Calls a hook by name.
+        bound: What one summarizer call may receive.
     """
 
     summarizer: Summarizer
@@ -120,11 +132,37 @@ class SummaryProducer:
     timeout: float | None
     stats: Stats
     emit: Emit
+    bound: InputBound
 
-    async def produce(self, work: Work, base: SummaryEntry | None, target: RangeRef) -> str:
-        """Summarize the messages after ``base`` up to ``target.end`` with the strategy."""
+    async def produce(
+        self,
+        work: Work,
+        base: SummaryEntry | None,
+        target: RangeRef,
+        checkpoint: Checkpoint | None = None,
+    ) -> str:
+        """Fold the messages after ``base`` up to ``target.end`` into it (or summarize them).
+
+        In one step when they fit ``bound``, else in consecutive steps (see
+        :mod:`slimcache.core.chunks`), each step but the last handed to ``checkpoint``.
+        """
+        previous = base.summary if base is not None else None
         first = base.end + 1 if base is not None else target.start
-        new = work.checked.messages[first : target.end + 1]
+        while True:
+            step = self.bound.step(work.checked, first, target.end, previous)
+            previous = await self.fold(work, step, target.start)
+            if step.end >= target.end:
+                return previous
+            self.stats.catch_up_steps += 1
+            if checkpoint is not None:
+                await checkpoint(step.end, previous)
+            first = step.end + 1
+
+    async def fold(self, work: Work, step: Step, start: int) -> str:
+        """Fold one step's messages into its previous summary with the strategy.
+
+        ``start``: the first message the resulting summary covers.
+        """
 
         async def summarize(
             task: Task,
@@ -133,20 +171,22 @@ class SummaryProducer:
             *,
             emphasis: str | None = None,
         ) -> str:
-            start = target.start if task == "condense" else first
+            first = start if task == "condense" else step.first
             return await self.call(
-                work, task, messages, previous, start, target.end, emphasis=emphasis
+                work, task, messages, previous, first, step.end, emphasis=emphasis
             )
 
         summary = await self.strategy.combine(
-            base.summary if base is not None else None,
-            new,
+            step.previous,
+            step.messages,
             summarize,
             count=self.count,
             max_tokens=self.max_tokens,
         )
-        work.new_messages = len(new)
+        new = work.checked.messages[step.first : step.end + 1]
+        work.new_messages += len(new)
         self.stats.evicted_messages += len(new)
+        self.stats.cut_messages += step.cut
         await self.emit("on_evict", [dict(m) for m in new], work.reason or "forced")
         return summary
 

@@ -34,6 +34,10 @@ class Stats:
         invalidations: Requests whose newest cached summary no longer matched the history.
         uncached: Summaries made without the cache (no thread id, or store bypassed).
         evicted_messages: Messages moved from the verbatim window into a summary.
+        catch_up_steps: Summarizer steps beyond the first of requests whose messages did not
+            fit one call under ``max_input_tokens``; each was cached as a range of its own.
+        cut_messages: Messages sent to the summarizer cut, because alone (or with their tool
+            call's other messages) they did not fit ``max_input_tokens``.
         store_reads: Store read round trips (``get`` and ``get_many``).
         store_writes: Store write round trips (``set`` and ``set_if_absent``).
         store_deletes: Store delete round trips.
@@ -62,6 +66,8 @@ class Stats:
     invalidations: int = 0
     uncached: int = 0
     evicted_messages: int = 0
+    catch_up_steps: int = 0
+    cut_messages: int = 0
     store_reads: int = 0
     store_writes: int = 0
     store_deletes: int = 0

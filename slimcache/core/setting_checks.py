@@ -16,7 +16,9 @@ __all__ = [
     "check_callables",
     "check_choice",
     "check_flag",
+    "check_input_room",
     "check_lock_wait",
+    "check_max_input_tokens",
     "check_message_overhead",
     "check_seconds_or_none",
     "check_store",
@@ -160,3 +162,41 @@ def check_lock_wait(lock_wait: object) -> float:
     ):
         raise ConfigurationError(f"lock_wait must be a number of seconds >= 0, got {lock_wait!r}")
     return float(lock_wait)
+
+
+def check_max_input_tokens(max_input_tokens: object) -> None:
+    """Check a ``max_input_tokens`` argument: ``"auto"``, ``None`` or an integer > 0.
+
+    Raises:
+        ConfigurationError: Naming the argument.
+    """
+    if max_input_tokens is None or (
+        isinstance(max_input_tokens, str) and max_input_tokens == "auto"
+    ):
+        return
+    if (
+        isinstance(max_input_tokens, bool)
+        or not isinstance(max_input_tokens, int)
+        or max_input_tokens <= 0
+    ):
+        raise ConfigurationError(
+            f"max_input_tokens must be 'auto', None or a positive integer, got {max_input_tokens!r}"
+        )
+
+
+def check_input_room(max_input_tokens: int, max_summary_tokens: int, prompt_tokens: int) -> None:
+    """Check that a bound on the summarizer's input leaves room for what each call holds.
+
+    A call holds the prompt (``prompt_tokens``), a previous summary (``max_summary_tokens``)
+    and at least as many tokens of messages.
+
+    Raises:
+        ConfigurationError: Naming ``max_input_tokens`` and the least it may be.
+    """
+    least = prompt_tokens + 2 * max_summary_tokens
+    if max_input_tokens < least:
+        raise ConfigurationError(
+            f"max_input_tokens must leave room for the prompt ({prompt_tokens} tokens), a "
+            f"previous summary and as many tokens of messages ({max_summary_tokens} each, "
+            f"max_summary_tokens): at least {least}, got {max_input_tokens}"
+        )

@@ -11,15 +11,18 @@ from __future__ import annotations
 import inspect
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Union
 
 from slimcache._exceptions import ConfigurationError
+from slimcache.core.chunks import InputBound
 from slimcache.core.policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
 from slimcache.core.setting_checks import (
     check_callables,
     check_choice,
     check_flag,
+    check_input_room,
     check_lock_wait,
+    check_max_input_tokens,
     check_message_overhead,
     check_seconds_or_none,
     check_store,
@@ -36,19 +39,24 @@ from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [
     "DEFAULT_KEEP",
+    "DEFAULT_MAX_INPUT_TOKENS",
     "DEFAULT_SUMMARY_TEMPLATE",
+    "INPUT_TOKENS_PER_SUMMARY_TOKEN",
     "SUMMARY_ROLES",
     "CacheOptions",
     "Coordination",
     "ErrorHandling",
     "Hooks",
+    "InputBoundSetting",
     "SummaryFormat",
     "Timeouts",
     "call_hook",
     "check_callables",
     "check_choice",
     "check_flag",
+    "check_input_room",
     "check_lock_wait",
+    "check_max_input_tokens",
     "check_message_overhead",
     "check_seconds_or_none",
     "check_store",
@@ -68,6 +76,18 @@ DEFAULT_SUMMARY_TEMPLATE = "Summary of the earlier conversation:\n{summary}"
 
 DEFAULT_KEEP = 10
 """Messages every compressor keeps verbatim when given no ``keep`` policy."""
+
+DEFAULT_MAX_INPUT_TOKENS = 6000
+"""The least ``max_input_tokens="auto"`` bounds a summarizer call to: with the default summary
+budget of 1,000 tokens, a call and its reply fit a model with an 8,192-token context, with room
+to spare for a tokenizer that counts more than the default counter."""
+
+INPUT_TOKENS_PER_SUMMARY_TOKEN = 4
+"""``max_input_tokens="auto"`` is at least this many times ``max_summary_tokens``: a call carries
+a previous summary and about three times as much of new messages."""
+
+InputBoundSetting = Union[int, Literal["auto"], None]  # noqa: UP007
+"""A ``max_input_tokens`` argument: a number of tokens, ``"auto"`` or ``None`` (no bound)."""
 
 Hook = Any
 
@@ -108,6 +128,10 @@ class SummaryFormat:
         summary_role: Role of the summary message, one of :data:`SUMMARY_ROLES`.
         summary_template: Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
             and ``{count}`` are filled in.
+        max_input_tokens: Tokens one summarizer call may receive (prompt, previous summary
+            and messages, as ``token_counter`` counts them); ``"auto"``: ``max_summary_tokens``
+            times :data:`INPUT_TOKENS_PER_SUMMARY_TOKEN`, at least
+            :data:`DEFAULT_MAX_INPUT_TOKENS`; ``None``: no bound.
 
     Raises:
         ConfigurationError: Naming the first attribute that is wrong.
@@ -119,6 +143,7 @@ class SummaryFormat:
     message_overhead: int = DEFAULT_MESSAGE_OVERHEAD
     summary_role: str = "system"
     summary_template: str = DEFAULT_SUMMARY_TEMPLATE
+    max_input_tokens: InputBoundSetting = "auto"
 
     def __post_init__(self) -> None:
         positive_int("max_summary_tokens", self.max_summary_tokens)
@@ -130,11 +155,58 @@ class SummaryFormat:
         check_message_overhead(self.message_overhead)
         check_choice("summary_role", self.summary_role, SUMMARY_ROLES)
         check_template("summary_template", self.summary_template, start=0, end=0, count=0)
+        check_max_input_tokens(self.max_input_tokens)
+        if isinstance(self.max_input_tokens, int):
+            prompt_tokens = self.prompt_tokens(self.token_counter)
+            check_input_room(self.max_input_tokens, self.max_summary_tokens, prompt_tokens)
 
     @property
     def resolved_prompts(self) -> Prompts:
         """The prompts to use: the given ones, or the default ones."""
         return self.prompts if self.prompts is not None else Prompts()
+
+    def prompt_tokens(self, count: TokenCounter) -> int:
+        """Tokens of the longer of the prompts messages are sent with (summarize, extend),
+        the budget filled in, as ``count`` counts them."""
+        prompts = self.resolved_prompts
+        budget = str(self.max_summary_tokens)
+        return max(
+            count(prompt.replace("{max_tokens}", budget))
+            for prompt in (prompts.summarize, prompts.extend)
+        )
+
+    def input_bound(self, prompt_tokens: int) -> int | None:
+        """The bound ``max_input_tokens`` sets, ``"auto"`` resolved; ``None``: no bound.
+
+        Args:
+            prompt_tokens: :meth:`prompt_tokens`, counted once by the caller.
+        """
+        if self.max_input_tokens != "auto":
+            return self.max_input_tokens
+        budget = self.max_summary_tokens
+        return max(
+            DEFAULT_MAX_INPUT_TOKENS,
+            INPUT_TOKENS_PER_SUMMARY_TOKEN * budget,
+            prompt_tokens + 2 * budget,
+        )
+
+    def bound(self, count: TokenCounter, *, sends_previous: bool) -> InputBound:
+        """What one summarizer call may receive under these settings.
+
+        Args:
+            count: The counter to measure with (``token_counter``, or one remembering its
+                counts).
+            sends_previous: Whether the strategy sends the previous summary with messages.
+        """
+        prompt_tokens = self.prompt_tokens(count) if self.max_input_tokens is not None else 0
+        return InputBound(
+            self.input_bound(prompt_tokens),
+            reserve=self.max_summary_tokens,
+            prompt_tokens=prompt_tokens,
+            sends_previous=sends_previous,
+            count=count,
+            overhead=self.message_overhead,
+        )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, Union, runtime_checkable
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.summarizer import Task, summarizer_name
@@ -32,6 +32,7 @@ __all__ = [
     "SummarizeFn",
     "Weighted",
     "resolve_strategy",
+    "sends_previous",
 ]
 
 MergeFunction = Callable[[Union[str, None], str], Union[Awaitable[str], str]]  # noqa: UP007
@@ -57,6 +58,10 @@ class SummarizeFn(Protocol):
 @runtime_checkable
 class Strategy(Protocol):
     """Combines the previous summary with new messages.
+
+    A strategy may also say, with a class attribute ``sends_previous = False``, that it never
+    sends the previous summary along with new messages; ``max_input_tokens`` then leaves no room
+    for it (see :func:`sends_previous`).
 
     Attributes:
         name: Identifies the strategy (and its settings) in cached entries.
@@ -93,6 +98,7 @@ class Extend:
     """One call given the previous summary and only the new messages (the default)."""
 
     name: str = field(default="extend", init=False)
+    sends_previous: ClassVar[bool] = True
 
     async def combine(
         self,
@@ -144,6 +150,7 @@ class Concat:
     """Summarize only the new messages and append that to the previous summary."""
 
     name: str = field(default="concat", init=False)
+    sends_previous: ClassVar[bool] = False
 
     async def combine(
         self,
@@ -168,6 +175,8 @@ class Hybrid:
     """
 
     max_tokens: int | None = None
+    # The new messages go without the previous summary; only a condense call sends a summary.
+    sends_previous: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None:
@@ -202,6 +211,7 @@ class Replace:
     """The summary of the new messages replaces the previous one."""
 
     name: str = field(default="replace", init=False)
+    sends_previous: ClassVar[bool] = False
 
     async def combine(
         self,
@@ -223,6 +233,8 @@ class Custom:
         merge: ``(previous_summary or None, summary_of_new_messages) -> merged``, sync or async.
         name: Identifies the merge in cached entries (default: its qualified name).
     """
+
+    sends_previous: ClassVar[bool] = False
 
     def __init__(self, merge: MergeFunction, *, name: str | None = None) -> None:
         if not callable(merge):
@@ -275,6 +287,16 @@ _SHORTCUTS: dict[str, Callable[[], Strategy]] = {
     "append": Concat,
 }
 STRATEGY_NAMES: tuple[str, ...] = tuple(_SHORTCUTS)
+
+
+def sends_previous(strategy: Strategy) -> bool:
+    """Whether ``strategy`` sends the previous summary along with the new messages.
+
+    A strategy says so with a boolean ``sends_previous`` attribute (the built-in ones do); one
+    that does not is taken to send it, so that ``max_input_tokens`` counts it.
+    """
+    said = getattr(strategy, "sends_previous", True)
+    return said if isinstance(said, bool) else True
 
 
 def resolve_strategy(strategy: Strategy | str) -> Strategy:

@@ -429,9 +429,8 @@ class Compaction:
             if existing is not None and existing.tool_call_id == call_id:
                 await self._relink(old_keys.link, old_keys.encoded, existing)
                 return existing
-        link = SessionLink.parse(await self._io.get(old_keys.link), thread=old_keys.encoded)
-        if link is not None:  # this session has ended: a late call must not re-point it
-            return ToolError(_ALREADY_CONTINUED.format(thread=link.next_thread_id), call_id)
+        if (ended := await self._continued(old_keys, call_id)) is not None:
+            return ended
         session = NewSession(
             thread_id=new_thread_id,
             previous_thread_id=thread_id,
@@ -444,6 +443,14 @@ class Compaction:
             tool_call_id=call_id,
         )
         return await self._start(session, new_keys, old_keys)
+
+    async def _continued(self, old_keys: ThreadKeys, call_id: str | None) -> ToolError | None:
+        """The error for a thread another call already continued: its session has ended, and
+        a late call must not re-point its link. ``None`` when it never was continued."""
+        link = SessionLink.parse(await self._io.get(old_keys.link), thread=old_keys.encoded)
+        if link is None:
+            return None
+        return ToolError(_ALREADY_CONTINUED.format(thread=link.next_thread_id), call_id)
 
     def _check_new_thread_id(self, old_keys: ThreadKeys, new_thread_id: object) -> None:
         """Refuse a chosen new thread id that is no string, or is the old thread's."""

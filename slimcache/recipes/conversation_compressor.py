@@ -531,11 +531,7 @@ class ConversationCompressor:
             emphasis: str | None = None,
         ) -> str:
             nonlocal calls, sent_tokens
-            prompt = self._prompts.for_task(task).replace(
-                "{max_tokens}", str(self._max_summary_tokens)
-            )
-            if emphasis is not None:
-                prompt = f"{prompt} {emphasis}"
+            prompt = self._prompt(task, emphasis)
             start = len(self._pinned) if task == "condense" else first
             context = SummaryContext(
                 task=task,
@@ -577,10 +573,6 @@ class ConversationCompressor:
         self._unit_end = [end - count for end in self._unit_end[count:]]
         self._counters.messages_compressed += count
         await self._emit("on_evict", evicted, reason)
-        if self._legacy_on_compress:  # convo-compress's (messages, summary, ms)
-            elapsed_ms = (time.perf_counter() - started) * 1000
-            await self._emit("on_compress", evicted, summary, elapsed_ms)
-            return count
         event = CompressEvent(
             thread_id=None,
             outcome="extended" if before is not None else "summarized",
@@ -593,8 +585,15 @@ class ConversationCompressor:
             elapsed=time.perf_counter() - started,
             reason=reason,
         )
-        await self._emit("on_compress", event)
+        if self._legacy_on_compress:  # convo-compress's (messages, summary, ms)
+            await self._emit("on_compress", evicted, summary, event.elapsed * 1000)
+        else:
+            await self._emit("on_compress", event)
         return count
+
+    def _prompt(self, task: Task, emphasis: str | None) -> str:
+        prompt = self._prompts.for_task(task).replace("{max_tokens}", str(self._max_summary_tokens))
+        return prompt if emphasis is None else f"{prompt} {emphasis}"
 
     async def _emit(self, name: str, *args: Any) -> None:
         await call_hook(name, self._hooks[name], *args)

@@ -17,7 +17,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
 from slimcache.core.compressor import SummarizeCompressor
@@ -155,6 +155,11 @@ class _Overflow:
         return f"messages>{self.messages}" if state.messages > self.messages else None
 
 
+def _trigger(window_size: int, batch: int) -> _Overflow | MessageThreshold:
+    """Fires once the window holds ``window_size + batch`` messages."""
+    return _Overflow(window_size) if batch == 1 else MessageThreshold(window_size + batch - 1)
+
+
 class SlidingWindow:
     """Keeps the last ``window_size`` messages verbatim and folds older ones into a summary.
 
@@ -178,10 +183,15 @@ class SlidingWindow:
             holds the running summary to extend (see :class:`SummaryContext`).
         store: Where messages and summary live; ``None`` keeps them in this instance only.
         summary_budget: Token budget of the running summary, handed to the summarizer.
+        max_input_tokens: Tokens one summarizer call may receive; more messages are folded in
+            consecutive calls, each stored as it is made (see
+            :class:`SummarizeCompressor`). ``"auto"`` (default): 4 times ``summary_budget``, at
+            least 6,000; ``None``: no bound.
         summary_role: Role of the summary message: ``"system"``, ``"developer"``, ``"user"``
             or ``"assistant"``.
         on_compact_start: ``(evicted_count, total_tokens)``, sync or async, called before the
-            summarizer: how many messages are folded in, and the tokens of the messages being
+            summarizer: how many messages are folded in (by its first call, when they take
+            several under ``max_input_tokens``), and the tokens of the messages being
             compacted: pinned messages, previous summary message and the whole window, the
             messages just pushed included.
         on_compact_end: ``(tokens_before, tokens_after, ratio)``, sync or async, called once the
@@ -215,6 +225,7 @@ class SlidingWindow:
         store: Store | None = None,
         *,
         summary_budget: int = 1000,
+        max_input_tokens: int | Literal["auto"] | None = "auto",
         summary_role: str = "system",
         on_compact_start: CompactStartHook | None = None,
         on_compact_end: CompactEndHook | None = None,
@@ -241,6 +252,7 @@ class SlidingWindow:
             token_counter=token_counter,
             summary_role=summary_role,
             summary_template=summary_template,
+            max_input_tokens=max_input_tokens,
         )
         cache = CacheOptions(namespace, summarizer_id=summarizer_id)
         timeouts = Timeouts(summarizer_timeout, store_timeout)
@@ -267,12 +279,11 @@ class SlidingWindow:
             resolved,
             # Fires once the window holds window_size + batch messages (more than the
             # threshold), and keeps window_size: one summarizer call per batch.
-            trigger=(
-                _Overflow(window_size) if batch == 1 else MessageThreshold(window_size + batch - 1)
-            ),
+            trigger=_trigger(window_size, batch),
             keep=KeepMessages(window_size),
             strategy=Extend(),
             max_summary_tokens=summary_budget,
+            max_input_tokens=max_input_tokens,
             token_counter=token_counter,
             summary_role=summary_role,
             summary_template=summary_template,

@@ -68,6 +68,8 @@ BAD: dict[str, list[Any]] = {
     "keep": [5, "all", MessageThreshold(3)],
     "strategy": ["merge", "custom", 5, None],
     "max_summary_tokens": POSITIVE_INT,
+    # 100 leaves no room beside the prompt and a previous summary of the default 1,000 tokens.
+    "max_input_tokens": ["6000", "none", "Auto", 0, -5, True, 2.5, 100, 2000],
     "summary_budget": POSITIVE_INT,
     "prompts": ["hello", 5, {"summarize": "Summarize."}],
     "token_counter": [5, "tiktoken", None],
@@ -254,6 +256,7 @@ VALID_GROUPS = [
         message_overhead=0,
         summary_role="developer",
         summary_template="Earlier ({start}-{end}, {count}): {summary}",
+        max_input_tokens=5000,
     ),
     CacheOptions(
         namespace="app",
@@ -306,6 +309,7 @@ GROUP_FIELDS: list[tuple[type[Any], str]] = [
     (SummaryFormat, "message_overhead"),
     (SummaryFormat, "summary_role"),
     (SummaryFormat, "summary_template"),
+    (SummaryFormat, "max_input_tokens"),
     (CacheOptions, "namespace"),
     (CacheOptions, "ttl"),
     (CacheOptions, "checkpoints"),
@@ -341,3 +345,37 @@ def test_invalid_group_raises_naming_the_field(group: type[Any], name: str, valu
     with pytest.raises(ConfigurationError) as caught:
         group(**{name: value})
     assert name in str(caught.value)
+
+
+# ---------------------------------------------------------------------- the input bound
+
+
+def test_the_input_bound_by_default_fits_an_8k_model_and_grows_with_the_budget() -> None:
+    # "auto": 6,000 with the default summary budget (a call and its 1,000-token reply fit an
+    # 8,192-token context), 4 times a larger budget; None: no bound; a number: itself.
+    def bound(**args: Any) -> int | None:
+        return SummarizeCompressor(RecordingSummarizer(), **args)._bound.limit
+
+    assert bound() == 6000
+    assert bound(max_summary_tokens=300) == 6000
+    assert bound(max_summary_tokens=4000) == 16000
+    assert bound(max_input_tokens=None) is None
+    assert bound(max_input_tokens=2500) == 2500
+    assert SlidingWindow("w", 4, RecordingSummarizer()).compressor._bound.limit == 6000
+    assert (
+        SlidingWindow("w", 4, RecordingSummarizer(), summary_budget=2000).compressor._bound.limit
+        == 8000
+    )
+
+
+def test_an_input_bound_must_leave_room_for_a_summary_and_as_many_messages() -> None:
+    # The default prompts count 60 and 67 tokens of ceil(len / 4) with a budget of 1000.
+    prompt = SummaryFormat().prompt_tokens(lambda text: (len(text) + 3) // 4)
+    least = prompt + 2 * 1000
+    SummarizeCompressor(RecordingSummarizer(), max_input_tokens=least)
+    with pytest.raises(ConfigurationError, match=f"max_input_tokens .* at least {least}, got"):
+        SummarizeCompressor(RecordingSummarizer(), max_input_tokens=least - 1)
+    # A prompt that long counts in the automatic bound too.
+    long_prompt = Prompts(summarize="Summarize. " + "Keep every detail. " * 2000)
+    compressor = SummarizeCompressor(RecordingSummarizer(), prompts=long_prompt)
+    assert compressor._bound.limit == compressor._bound.prompt_tokens + 2 * 1000

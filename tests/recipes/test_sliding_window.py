@@ -144,6 +144,41 @@ async def test_push_many_compacts_once() -> None:
     assert len(summarizer.calls) == 1
 
 
+async def test_a_long_push_is_folded_in_calls_that_fit_the_bound(make_store: MakeStore) -> None:
+    # Three thousand messages pushed at once: one compaction, made of several summarizer calls
+    # that each receive at most max_input_tokens, each stored as it is made.
+    starts: list[tuple[int, int]] = []
+    summarizer = RecordingSummarizer()
+    store = await make_store()
+    window = SlidingWindow(
+        "long",
+        4,
+        summarizer,
+        store,
+        max_input_tokens=3000,
+        on_compact_start=lambda evicted, tokens: starts.append((evicted, tokens)),
+    )
+    history = turns(3000)
+    await window.push_many(history)
+    calls = summarizer.calls
+    assert len(calls) > 5
+    for call in calls:
+        context = call.context
+        sent = approx_tokens(context.prompt) + sum(count_message_tokens(m) for m in call.messages)
+        sent += approx_tokens(context.previous_summary or "")
+        assert sent <= 3000
+    assert ranges(summarizer)[0][0] == 0
+    assert ranges(summarizer)[-1][1] == 2995
+    assert len(starts) == 1
+    assert starts[0][0] == len(calls[0].messages)
+    messages = await window.get_messages()
+    last = calls[-1].context
+    assert summary_text(messages[0]) == f"{last.previous_summary} + extend[{last.start}-2995]"
+    assert messages[1:] == history[-4:]
+    assert window.get_stats().evictions == 1
+    assert SlidingWindow("w", 4, summarizer, max_input_tokens=None).compressor._bound.limit is None
+
+
 async def test_leading_system_messages_stay_first() -> None:
     summarizer = RecordingSummarizer()
     window = SlidingWindow("chat", 2, summarizer, batch=2, summary_role="user")
