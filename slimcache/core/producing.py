@@ -21,6 +21,7 @@ from slimcache.core.summarizer import (
     SummaryContext,
     Task,
     call_summarizer,
+    keep_within_budget,
 )
 from slimcache.messages import CheckedMessages, Message, TokenCounter, count_message_tokens
 from slimcache.stores.entries import RangeRef, SummaryEntry
@@ -172,9 +173,22 @@ class SummaryProducer:
             emphasis: str | None = None,
         ) -> str:
             first = start if task == "condense" else step.first
-            return await self.call(
+            summary = await self.call(
                 work, task, messages, previous, first, step.end, emphasis=emphasis
             )
+            if task == "condense":
+                return summary
+            # A summary over its budget is condensed once, or refused (see keep_within_budget).
+            covers = step.first if task == "summarize" else start
+
+            async def condense(text: str) -> str:
+                return await self.call(work, "condense", [], text, covers, step.end)
+
+            summary, condensed = await keep_within_budget(
+                summary, self.max_tokens, self.count, condense
+            )
+            self.stats.condensed_over_budget += condensed
+            return summary
 
         summary = await self.strategy.combine(
             step.previous,

@@ -53,6 +53,8 @@ class Stats:
             after a cut reply. Each re-sends the call's input; ``summarizer_input_tokens``
             counts it once.
         truncated_accepted: Cut summaries kept anyway (``on_truncated="accept"``).
+        condensed_over_budget: Summaries that came back over ``max_summary_tokens`` (by more
+            than a quarter) and were condensed by one more call.
     """
 
     requests: int = 0
@@ -78,6 +80,7 @@ class Stats:
     truncated_replies: int = 0
     shorter_retries: int = 0
     truncated_accepted: int = 0
+    condensed_over_budget: int = 0
 
     def add_report(self, report: SummarizerReport) -> None:
         """Count what a summarizer reported about one call."""

@@ -17,6 +17,7 @@ from slimcache._exceptions import SummarizerError
 from slimcache.messages import Message, render_transcript
 
 __all__ = [
+    "BUDGET_SLACK",
     "DEFAULT_CONDENSE_PROMPT",
     "DEFAULT_EXTEND_PROMPT",
     "DEFAULT_SUMMARIZE_PROMPT",
@@ -25,6 +26,7 @@ __all__ = [
     "SummarizerReport",
     "SummaryContext",
     "call_summarizer",
+    "keep_within_budget",
     "run_summarizer",
     "summarizer_name",
 ]
@@ -237,3 +239,37 @@ async def _resolve(value: Any) -> Any:
     while inspect.isawaitable(value):
         value = await value
     return value
+
+
+BUDGET_SLACK = 1.25
+"""How far past ``max_summary_tokens`` a summary may come back, counted with the front door's
+token counter, before it counts as over the budget: room for a model whose tokenizer counts
+the same text differently."""
+
+
+async def keep_within_budget(
+    summary: str,
+    budget: int,
+    count: Callable[[str], int],
+    condense: Callable[[str], Awaitable[str]],
+) -> tuple[str, bool]:
+    """Hold a summary to its budget: one call to ``condense`` it when it came back over.
+
+    Returns:
+        The summary, or its condensed form, and whether it had to be condensed.
+
+    Raises:
+        SummarizerError: The condensed summary is over the budget too; nothing is to be kept.
+    """
+    limit = budget * BUDGET_SLACK
+    tokens = count(summary)
+    if tokens <= limit:
+        return summary, False
+    condensed = await condense(summary)
+    again = count(condensed)
+    if again > limit:
+        raise SummarizerError(
+            f"the summarizer returned {tokens} tokens against a budget of {budget} "
+            f"(max_summary_tokens), and {again} when asked to condense it"
+        )
+    return condensed, True

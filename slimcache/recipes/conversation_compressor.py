@@ -41,7 +41,10 @@ from slimcache.core.strategies import (
     StrategyName,
     resolve_strategy,
 )
-from slimcache.core.summarizer import Prompts, Summarizer, SummaryContext, Task, call_summarizer
+from slimcache.core.summarizer import (
+    Prompts,
+    Summarizer,
+)
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     PINNED_ROLES,
@@ -58,6 +61,7 @@ from slimcache.recipes.conversation_state import (
     STATE_VERSION,
     ConversationStats,
     Counters,
+    SummaryCalls,
     check_state,
     given_or_saved,
     json_copy,
@@ -519,43 +523,22 @@ class ConversationCompressor:
         before = self._summary
         first = len(self._pinned) + self._summarized
         last = first + count - 1
-        calls = 0
-        sent_tokens = 0
         started = time.perf_counter()
-
-        async def summarize(
-            task: Task,
-            messages: Sequence[Message],
-            previous: str | None,
-            *,
-            emphasis: str | None = None,
-        ) -> str:
-            nonlocal calls, sent_tokens
-            prompt = self._prompt(task, emphasis)
-            start = len(self._pinned) if task == "condense" else first
-            context = SummaryContext(
-                task=task,
-                previous_summary=previous,
-                max_tokens=self._max_summary_tokens,
-                prompt=prompt,
-                thread_id=None,
-                start=start,
-                end=last if messages or task == "condense" else start - 1,
-            )
-            sent = self._count(prompt) + sum(
-                count_message_tokens(m, self._count, self._overhead) for m in messages
-            )
-            if previous is not None:
-                sent += self._count(previous)
-            calls += 1
-            sent_tokens += sent
-            self._counters.summarization_calls += 1
-            self._counters.summarizer_input_tokens += sent
-            return await call_summarizer(self._summarizer, messages, context, timeout=self._timeout)
-
+        calls = SummaryCalls(
+            self._summarizer,
+            self._prompts,
+            self._count,
+            self._overhead,
+            self._max_summary_tokens,
+            self._timeout,
+            self._counters,
+            first=first,
+            last=last,
+            pinned=len(self._pinned),
+        )
         try:
             summary = await run_strategy(
-                self._strategy, before, evicted, summarize, self._count, self._max_summary_tokens
+                self._strategy, before, evicted, calls, self._count, self._max_summary_tokens
             )
         except SummarizerError as exc:
             if generation == self._generation:
@@ -579,8 +562,8 @@ class ConversationCompressor:
             start=len(self._pinned),
             end=last,
             new_messages=count,
-            summarizer_calls=calls,
-            input_tokens=sent_tokens,
+            summarizer_calls=calls.calls,
+            input_tokens=calls.sent_tokens,
             summary_tokens=self._count(summary),
             elapsed=time.perf_counter() - started,
             reason=reason,
@@ -590,10 +573,6 @@ class ConversationCompressor:
         else:
             await self._emit("on_compress", event)
         return count
-
-    def _prompt(self, task: Task, emphasis: str | None) -> str:
-        prompt = self._prompts.for_task(task).replace("{max_tokens}", str(self._max_summary_tokens))
-        return prompt if emphasis is None else f"{prompt} {emphasis}"
 
     async def _emit(self, name: str, *args: Any) -> None:
         await call_hook(name, self._hooks[name], *args)

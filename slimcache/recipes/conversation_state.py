@@ -9,7 +9,7 @@ of the caller's own as ``null``, to be given again.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,8 +36,21 @@ from slimcache.core.strategies import (
     SummarizeFn,
     Weighted,
 )
-from slimcache.core.summarizer import Prompts
-from slimcache.messages import CheckedMessages, Message, TokenCounter, check_messages
+from slimcache.core.summarizer import (
+    Prompts,
+    Summarizer,
+    SummaryContext,
+    Task,
+    call_summarizer,
+    keep_within_budget,
+)
+from slimcache.messages import (
+    CheckedMessages,
+    Message,
+    TokenCounter,
+    check_messages,
+    count_message_tokens,
+)
 
 __all__ = [
     "COUNTERS",
@@ -45,6 +58,7 @@ __all__ = [
     "STATE_VERSION",
     "ConversationStats",
     "Counters",
+    "SummaryCalls",
     "check_state",
     "check_state_messages",
     "given_or_saved",
@@ -416,3 +430,75 @@ def restored_messages(
         raise InvalidInput("state has a summary but an empty window")
     copied_pinned = [json_copy(m, i) for i, m in enumerate(pinned)]
     return copied_pinned, checked_pinned, [json_copy(m, i) for i, m in enumerate(window)], checked
+
+
+class SummaryCalls:
+    """The summarizer calls of one compression of a :class:`ConversationCompressor`.
+
+    Called as the strategy's ``summarize`` function: builds each call's context and prompt,
+    counts what is sent in ``counters`` (and in ``calls`` and ``sent_tokens``, for the
+    compression's event), and holds each summary to its budget (see
+    :func:`~slimcache.core.summarizer.keep_within_budget`).
+    """
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        prompts: Prompts,
+        count: TokenCounter,
+        overhead: int,
+        max_tokens: int,
+        timeout: float | None,
+        counters: Counters,
+        *,
+        first: int,
+        last: int,
+        pinned: int,
+    ) -> None:
+        self.summarizer, self.prompts, self.count = summarizer, prompts, count
+        self.overhead, self.max_tokens, self.timeout = overhead, max_tokens, timeout
+        self.counters = counters
+        self.first, self.last, self.pinned = first, last, pinned
+        self.calls = 0
+        self.sent_tokens = 0
+
+    async def __call__(
+        self,
+        task: Task,
+        messages: Sequence[Message],
+        previous: str | None,
+        *,
+        emphasis: str | None = None,
+    ) -> str:
+        """Call the summarizer once for ``task`` (and once more to condense an over-budget
+        summary)."""
+        prompt = self.prompts.for_task(task).replace("{max_tokens}", str(self.max_tokens))
+        if emphasis is not None:
+            prompt = f"{prompt} {emphasis}"
+        start = self.pinned if task == "condense" else self.first
+        context = SummaryContext(
+            task=task,
+            previous_summary=previous,
+            max_tokens=self.max_tokens,
+            prompt=prompt,
+            thread_id=None,
+            start=start,
+            end=self.last if messages or task == "condense" else start - 1,
+        )
+        sent = self.count(prompt) + sum(
+            count_message_tokens(m, self.count, self.overhead) for m in messages
+        )
+        if previous is not None:
+            sent += self.count(previous)
+        self.calls += 1
+        self.sent_tokens += sent
+        self.counters.summarization_calls += 1
+        self.counters.summarizer_input_tokens += sent
+        summary = await call_summarizer(self.summarizer, messages, context, timeout=self.timeout)
+        if task == "condense":
+            return summary
+        kept, _ = await keep_within_budget(summary, self.max_tokens, self.count, self._condense)
+        return kept
+
+    async def _condense(self, text: str) -> str:
+        return await self("condense", [], text)

@@ -19,6 +19,7 @@ from slimcache import (
     CompressEvent,
     Concat,
     KeepMessages,
+    MemoryStore,
     Message,
     MessageThreshold,
     SummarizeCompressor,
@@ -322,7 +323,8 @@ def tool_turns(count: int) -> list[dict[str, Any]]:
 async def test_tool_calls_are_never_split_at_a_step_boundary(make_store: StoreFactory) -> None:
     store = await make_store()
     history = tool_turns(300)
-    summarizer = RecordingSummarizer()
+    # A summary within its budget (one that grows with every step would be condensed).
+    summarizer = RecordingSummarizer(result="the task so far")
     compressor = make(
         summarizer,
         store,
@@ -371,18 +373,23 @@ async def test_a_tool_call_too_large_for_the_bound_is_sent_whole_and_cut() -> No
 
 
 async def test_a_summary_longer_than_its_budget_still_leaves_room() -> None:
-    # A summarizer that ignores the budget: the summary it extends is sent cut, never whole.
-    summarizer = RecordingSummarizer(result="s" * 40_000)
-    compressor = make(summarizer, max_input_tokens=5000)
-    result = await compressor.compress_detailed(chat(2000), thread_id="t")
-    assert result.outcome == "summarized"
+    # A cached summary longer than today's budget (made with a larger one): the summary a
+    # step extends is sent cut, never whole.
+    store = MemoryStore()
+    history = chat(2000)
+    made_long = RecordingSummarizer(result="s" * 40_000)
+    await make(made_long, store, max_summary_tokens=20_000, max_input_tokens=None).compress(
+        history[:300], thread_id="t"
+    )
+    summarizer = RecordingSummarizer(result="a summary within its budget")
+    compressor = make(summarizer, store, max_input_tokens=5000)
+    result = await compressor.compress_detailed(history, thread_id="t")
+    assert result.outcome == "extended"
     assert len(summarizer.calls) > 3
     assert all(received(call) <= 5000 for call in summarizer.calls)
-    assert all(
-        c.context.previous_summary.endswith(CUT)
-        for c in summarizer.calls[1:]
-        if c.context.previous_summary is not None
-    )
+    first = summarizer.calls[0].context.previous_summary
+    assert first is not None
+    assert first.endswith(CUT)
 
 
 async def test_concat_leaves_no_room_for_the_summary_it_does_not_send() -> None:
