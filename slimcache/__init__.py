@@ -35,7 +35,7 @@ from slimcache.core.policy import (
     Trigger,
     WindowState,
 )
-from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
+from slimcache.core.results import CompressEvent, CompressionResult, Stats
 from slimcache.core.strategies import (
     Concat,
     Custom,
@@ -64,7 +64,6 @@ from slimcache.messages import (
 from slimcache.recipes.cached_summarizer import CachedSummarizer, cached_summarizer
 from slimcache.recipes.compaction import (
     Compaction,
-    CompactionMode,
     ContextStatus,
     NewSession,
     ToolError,
@@ -78,6 +77,7 @@ from slimcache.stores import MemoryStore, Store, open_store
 
 if _typing.TYPE_CHECKING:
     # The deprecated names, typed for checkers; at run time __getattr__ serves them.
+    from slimcache.core.results import Outcome as Outcome
     from slimcache.core.strategies import MergeFunction as MergeFunction
     from slimcache.core.strategies import StrategyName as StrategyName
     from slimcache.messages import count_message_tokens as count_message_tokens
@@ -86,6 +86,7 @@ if _typing.TYPE_CHECKING:
     from slimcache.recipes.cached_summarizer import PlainSummarizer as PlainSummarizer
     from slimcache.recipes.compaction import DEFAULT_SESSION_TEMPLATE as DEFAULT_SESSION_TEMPLATE
     from slimcache.recipes.compaction import NEW_SESSION_TOOL as NEW_SESSION_TOOL
+    from slimcache.recipes.compaction import CompactionMode as CompactionMode
     from slimcache.recipes.conversation_compressor import ConversationStats as ConversationStats
     from slimcache.recipes.sliding_window import WindowStats as WindowStats
     from slimcache.stores import CompareAndDeleteOp as CompareAndDeleteOp
@@ -118,7 +119,6 @@ __all__ = [
     "AnyOf",
     "CachedSummarizer",
     "Compaction",
-    "CompactionMode",
     "CompressEvent",
     "CompressionResult",
     "Concat",
@@ -143,7 +143,6 @@ __all__ = [
     "MessageThreshold",
     "MissingExtraError",
     "NewSession",
-    "Outcome",
     "Prompts",
     "Replace",
     "SlidingWindow",
@@ -183,6 +182,7 @@ _MESSAGES = "slimcache.messages"
 # Names this package exported before 0.3, served for one more release with a warning: the
 # module each one now comes from.
 _MOVED: dict[str, str] = {
+    "CompactionMode": "slimcache.recipes.compaction",
     "CompareAndDeleteOp": _STORES,
     "CompareAndSetOp": _STORES,
     "ConversationStats": "slimcache.recipes.conversation_compressor",
@@ -192,6 +192,7 @@ _MOVED: dict[str, str] = {
     "GetOp": _STORES,
     "MergeFunction": "slimcache.core.strategies",
     "NEW_SESSION_TOOL": "slimcache.recipes.compaction",
+    "Outcome": "slimcache.core.results",
     "PlainSummarizer": "slimcache.recipes.cached_summarizer",
     "RangeRef": _STORES,
     "SetIfAbsentOp": _STORES,

@@ -54,14 +54,18 @@ def minimal() -> Store:
     return cast(Store, ProposalStore())
 
 
-class BrokenStore(ProposalStore):
+class WriteFailsStore(ProposalStore):
+    """A user's store whose writes fail with the exception its own client raised."""
+
+    async def set(self, key: str, value: str) -> None:
+        raise RuntimeError("connection reset")
+
+
+class BrokenStore(WriteFailsStore):
     """A user's store whose every call fails with the exception its own client raised."""
 
     async def get(self, key: str) -> str | None:
         raise KeyError(key)
-
-    async def set(self, key: str, value: str) -> None:
-        raise RuntimeError("connection reset")
 
 
 def _compressor(store: Any, **options: Any) -> SummarizeCompressor:
@@ -154,7 +158,7 @@ async def test_whatever_a_users_store_raises_is_a_store_error() -> None:
         )
     with pytest.raises(StoreError, match="connection reset"):
         await Compaction(
-            "llm", store=cast(Store, BrokenStore()), context_window=8000
+            "llm", store=cast(Store, WriteFailsStore()), context_window=8000
         ).handle_new_session({"summary": "s"}, thread_id="old")
     bypassed = await _compressor(
         cast(Store, BrokenStore()), on_store_error="bypass"
