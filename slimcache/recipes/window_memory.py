@@ -18,12 +18,14 @@ append rewrites at most about one chunk of messages, however long the history. L
 K messages reads the head and only the chunks those K messages are in (one ``get_many`` where
 the store has it).
 
-Concurrency: on stores with ``compare_and_set`` the head is written only if it still holds
-what was read, retried otherwise, so concurrent appends from any number of tasks, processes or
-machines lose no message. A chunk is written only once the head that holds its messages has
-been written, so its content is settled and writing it twice is harmless. On plain stores
-(only ``get``, ``set`` and ``delete``) appends to one session are serialized by an asyncio
-lock per (store, session): safe within one process only.
+Concurrency: appends to one session take turns within a process, through an asyncio lock per
+(store, session), so the tasks of one process never retry against each other: each append
+reads the head once. Across processes and machines, on stores with ``compare_and_set``, the
+head is written only if it still holds what was read, retried otherwise, so concurrent
+appends from any number of tasks, processes or machines lose no message. A chunk is written
+only once the head that holds its messages has been written, so its content is settled and
+writing it twice is harmless. On plain stores (only ``get``, ``set`` and ``delete``) the lock
+is all there is: safe within one process only.
 
 The epoch is chosen when a session's first message is written and changes after
 :meth:`clear`, so a writer that was still finishing an append to the cleared history writes
@@ -82,8 +84,11 @@ logger = logging.getLogger("slimcache")
 # concurrent appends gets anywhere near it.
 _MAX_ATTEMPTS = 1000
 
-# One lock per (store, head key) for stores without compare_and_set. Weak values: a lock
-# nobody holds or waits for is dropped, so sessions do not accumulate.
+# One lock per (store, head key): appends in one process take turns. On stores without
+# compare_and_set it is what keeps them apart; on the others it spares the tasks of one process
+# the rounds of failed compare-and-set they would otherwise cost each other (dozens of tasks on
+# one session made every append read and write the head about a dozen times). Weak values: a
+# lock nobody holds or waits for is dropped, so sessions do not accumulate.
 _LOCKS: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
 
@@ -148,8 +153,7 @@ class _MessageHistory:
         batch = check_batch(messages)
         if not batch.messages:
             return None
-        if self._io.compares:
-            return await self._append_batch(keys, batch)
+        # Tasks here take turns; compare-and-set keeps other processes' appends apart.
         async with _session_lock(self._store, keys.history_head):
             return await self._append_batch(keys, batch)
 
@@ -381,8 +385,9 @@ class ConversationWindowMemory(_MessageHistory):
     such results are left out), :meth:`load_all` the whole history.
 
     Concurrent appends lose no message: on stores with ``compare_and_set`` (the memory, Redis,
-    SQL and S3 stores) across processes and machines; on plain stores only within one process
-    (an asyncio lock per store and session).
+    SQL and S3 stores) across processes and machines; on plain stores only within one process.
+    Within a process, appends to one session take turns (an asyncio lock per store and
+    session), so they never retry against each other.
 
     Args:
         store: Any slimcache store.
