@@ -33,6 +33,9 @@ only to keys nobody reads.
 
 Values that slimcache did not write (a head or chunk that does not parse, or has another
 format or version) raise :class:`StoreError` naming the key; ``clear(session)`` removes them.
+So does a stored message that breaks a rule of :func:`~slimcache.messages.check_messages`
+(a numeric role, a dict as content, a tool result answering no call, ...): every message a
+load returns is checked first, and none is ever returned or skipped in silence.
 A chunk that is absent (expired under ``ttl``, or evicted by an LRU-bounded store) is skipped:
 loading returns the messages after it, and a warning is logged.
 """
@@ -63,8 +66,10 @@ from slimcache.recipes.window_history import (
     HistoryHead,
     check_answers,
     check_batch,
+    check_stored,
     drop_orphans,
     parse_chunk,
+    stored_message_error,
 )
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, positive_int
@@ -173,10 +178,13 @@ class _MessageHistory:
 
         Raises:
             InvalidInput: The session id is malformed.
-            StoreError: A chunk holding some of them is missing, or the store failed.
+            StoreError: A chunk holding some of them is missing, holds a value slimcache did
+                not write, or one of them breaks a rule of ``check_messages``; or the store
+                failed.
         """
         keys = ThreadKeys(session, self._namespace)
-        return await self._read_span(keys, head, start, strict=True)
+        messages = await self._read_span(keys, head, start, strict=True)
+        return check_stored(keys, head, messages, max(0, start))
 
     # ------------------------------------------------------------------ public API
 
@@ -208,13 +216,16 @@ class _MessageHistory:
 
         Raises:
             InvalidInput: The session id is malformed.
-            StoreError: The store failed or holds a value slimcache did not write.
+            StoreError: The store failed or holds a value slimcache did not write, a stored
+                message that breaks a rule of ``check_messages`` included (the error names
+                its key; nothing is returned).
         """
         keys = ThreadKeys(session, self._namespace)
         head = await self._read_head(keys)
         if head is None:
             return []
-        return drop_orphans(await self._read_span(keys, head, 0, strict=False))
+        loaded = drop_orphans(await self._read_span(keys, head, 0, strict=False))
+        return check_stored(keys, head, loaded, head.count - len(loaded))
 
     async def count(self, session: str | int) -> int:
         """Return how many messages the session's history holds (one store read).
@@ -437,14 +448,17 @@ class ConversationWindowMemory(_MessageHistory):
 
         Raises:
             InvalidInput: The session id is malformed.
-            StoreError: The store failed or holds a value slimcache did not write.
+            StoreError: The store failed or holds a value slimcache did not write, a stored
+                message that breaks a rule of ``check_messages`` included (the error names
+                its key; nothing is returned).
         """
         keys = ThreadKeys(session, self._namespace)
         head = await self._read_head(keys)
         if head is None:
             return []
         start = head.count - self._window_size
-        return drop_orphans(await self._read_span(keys, head, start, strict=False))
+        loaded = drop_orphans(await self._read_span(keys, head, start, strict=False))
+        return check_stored(keys, head, loaded, head.count - len(loaded))
 
 
 class TokenWindowMemory(_MessageHistory):
@@ -505,35 +519,39 @@ class TokenWindowMemory(_MessageHistory):
 
         Raises:
             InvalidInput: The session id is malformed.
-            StoreError: The store failed or holds a value slimcache did not write.
+            StoreError: The store failed or holds a value slimcache did not write, a stored
+                message that breaks a rule of ``check_messages`` included (the error names
+                its key; nothing is returned).
         """
         keys = ThreadKeys(session, self._namespace)
         head = await self._read_head(keys)
         if head is None:
             return []
-        loaded = list(head.tail)
+        # Checked before their tokens are counted: counting needs well-formed messages.
+        loaded = check_stored(keys, head, list(head.tail), head.base)
         tokens = sum(count_message_tokens(m, self._count_tokens) for m in loaded)
         stop = head.base // head.chunk
         step = 1
         while tokens <= self._max_tokens and stop > 0:
             first = max(0, stop - step)
             older, complete = await self._read_chunks(keys, head, first, stop, strict=False)
+            check_stored(keys, head, older, stop * head.chunk - len(older))
             loaded = older + loaded
             tokens += sum(count_message_tokens(m, self._count_tokens) for m in older)
             if not complete:
                 break
             stop, step = first, step * 2
-        return self._fit(keys, drop_orphans(loaded))
+        return self._fit(keys, head, drop_orphans(loaded))
 
-    def _fit(self, keys: ThreadKeys, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _fit(
+        self, keys: ThreadKeys, head: HistoryHead, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         if not messages:
             return []
         try:
             checked = check_messages(messages, self._count_tokens)
         except InvalidInput as exc:
-            raise StoreError(
-                f"the messages stored for {keys.prefix[:-1]} do not pass validation: {exc}"
-            ) from None
+            raise stored_message_error(keys, head, head.count - len(messages), exc) from None
         starts: list[int] = []
         position = 0
         while position < len(messages):
