@@ -28,7 +28,7 @@ from slimcache import (
     SummarizeCompressor,
     open_store,
 )
-from slimcache.stores import CompareAndDeleteOp, GetOp
+from slimcache.stores import CompareAndDeleteOp, DeleteOp, GetOp, SetOp, StoreOp
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 from tests.fakes import RecordingSummarizer, chat
 from tests.servers.postgres_server import PostgresServer
@@ -350,6 +350,36 @@ async def test_every_operation_runs_a_statement_from_the_compiled_cache(
     misses = [verb for verb, hit in executed[first:] if not hit]
     assert not misses, f"statements compiled again: {misses}"
     assert len(executed) == 3 * first
+
+
+async def test_a_batch_deletes_a_run_of_keys_with_one_statement_per_500(
+    make_store: Factory,
+) -> None:
+    store = await make_store()
+    keys = [f"k{i}" for i in range(1200)]
+    await store.batch([SetOp(key, "v") for key in [*keys, "kept"]])
+    executed: list[str] = []
+
+    @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
+    def record(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
+    ) -> None:
+        executed.append(statement.split()[0])
+
+    ops: list[StoreOp] = [DeleteOp(key) for key in keys[:1000]]
+    ops += [SetOp("k0", "again"), DeleteOp("k1000"), GetOp("k0"), *map(DeleteOp, keys[1001:])]
+    results = await store.batch(ops)
+    assert results == [None] * 1001 + [None, "again"] + [None] * 199
+    # 1000 keys, then one, then 199: the single delete and the runs, in order.
+    assert executed.count("DELETE") == 2 + 1 + 1
+    assert len(executed) == 4 + 2  # and the set and the get
+    assert await store.get_many(["k0", "k999", "k1000", "k1199", "kept"]) == [
+        "again",
+        None,
+        None,
+        None,
+        "v",
+    ]
 
 
 # -- bytes another program stored ------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+import itertools
 import re
 import sqlite3
 import time
@@ -238,6 +239,7 @@ class _Statements:
     compare_and_set: Executable
     compare_and_delete: Executable
     delete: Executable
+    delete_many: Executable
     purge_expired: Executable
 
 
@@ -281,6 +283,7 @@ def _build_statements(table: Table, dialect: str) -> _Statements:
         ),
         compare_and_delete=delete(table).where(key_matches, holds_expected, live),
         delete=delete(table).where(key_matches),
+        delete_many=delete(table).where(columns.key.in_(bindparam("keys", expanding=True))),
         purge_expired=delete(table).where(expired),
     )
 
@@ -734,6 +737,8 @@ class SQLStore(CallBoundedStore):
     async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
         """Run ``ops`` in order in one transaction: all of them take effect, or none.
 
+        Consecutive deletes run as one ``DELETE ... WHERE key IN (...)`` per 500 keys.
+
         Returns:
             One result per operation (see :class:`slimcache.stores.SupportsBatch`).
 
@@ -745,16 +750,37 @@ class SQLStore(CallBoundedStore):
         if not checked:
             return []
         now = time.time()
-        works = [self._work(op, now) for op in checked]
+        works: list[tuple[int, Callable[[Connection], Any]]] = []  # (operations, work)
+        for deleting, group in itertools.groupby(checked, key=_is_delete):
+            run_of_ops = list(group)
+            if deleting and len(run_of_ops) > 1:
+                keys = [op.key for op in run_of_ops]
+                works.append((len(keys), self._delete_many(keys)))
+            else:
+                works.extend((1, self._work(op, now)) for op in run_of_ops)
 
         def run(conn: Connection) -> list[Any]:
-            return [work(conn) for work in works]
+            results: list[Any] = []
+            for operations, work in works:
+                results.extend([work(conn)] * operations)  # a run of deletes: None each
+            return results
 
         def about() -> str:
             return f"{len(checked)} operations, the first on {_describe_key(checked[0].key)}"
 
         write = not all(isinstance(op, GetOp) for op in checked)
         return await self._run("batch", run, write=write, about=about)
+
+    def _delete_many(self, keys: list[str]) -> Callable[[Connection], None]:
+        """Work deleting ``keys`` (each result ``None``, as for single deletes)."""
+        statement = self._statements.delete_many
+        wanted = list(dict.fromkeys(keys))
+
+        def execute(conn: Connection) -> None:
+            for start in range(0, len(wanted), _IN_CHUNK):
+                conn.execute(statement, {"keys": wanted[start : start + _IN_CHUNK]})
+
+        return execute
 
     def _work(self, op: StoreOp, now: float | None = None) -> Callable[[Connection], Any]:
         """The statement carrying out ``op``, as work on a connection returning its result.
@@ -855,6 +881,10 @@ class SQLStore(CallBoundedStore):
 
 def _in_memory(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def _is_delete(op: StoreOp) -> bool:
+    return isinstance(op, DeleteOp)
 
 
 def _nothing(conn: Connection) -> None:
