@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +104,7 @@ class CallCountingStore:
 
     ``calls["get_many"]`` is how many ``get_many`` calls were made, however many keys each
     read; ``keys[name]`` adds up the keys (or operations, for ``batch``) they carried.
+    ``on_call(name)``, when set, runs as each call starts, in the caller's task.
     """
 
     _METHODS = (
@@ -131,6 +132,7 @@ class CallCountingStore:
         self.inner = inner
         self.calls: Counter[str] = Counter()
         self.keys: Counter[str] = Counter()
+        self.on_call: Callable[[str], None] | None = None
         for name in self._METHODS:
             method = getattr(inner, name, None)
             if method is not None:
@@ -140,6 +142,8 @@ class CallCountingStore:
         async def call(first: Any, *args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
             self.keys[name] += len(first) if name in ("get_many", "batch") else 1
+            if self.on_call is not None:
+                self.on_call(name)
             return await method(first, *args, **kwargs)
 
         return call
@@ -149,6 +153,11 @@ class CallCountingStore:
         """The inner store's bound on its calls (the calls are its own)."""
         bound: float | None = getattr(self.inner, "call_timeout", None)
         return bound
+
+    def reset(self) -> None:
+        """Forget the calls made so far."""
+        self.calls.clear()
+        self.keys.clear()
 
     def round_trips(self) -> int:
         """Calls made so far, of every kind."""
