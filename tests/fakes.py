@@ -7,7 +7,8 @@ which messages each call received so tests can assert on them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +97,71 @@ class WithoutBatch:
         """The inner store's bound on its calls (the calls are its own)."""
         bound: float | None = getattr(self.inner, "call_timeout", None)
         return bound
+
+
+class CallCountingStore:
+    """Another store with the same abilities, counting the calls (round trips) made to each.
+
+    ``calls["get_many"]`` is how many ``get_many`` calls were made, however many keys each
+    read; ``keys[name]`` adds up the keys (or operations, for ``batch``) they carried.
+    ``on_call(name)``, when set, runs as each call starts, in the caller's task.
+    """
+
+    _METHODS = (
+        "get",
+        "get_many",
+        "set",
+        "delete",
+        "set_if_absent",
+        "compare_and_set",
+        "compare_and_delete",
+        "batch",
+    )
+
+    # Set in __init__ only for the methods the inner store has, so it keeps its abilities.
+    get: Any
+    get_many: Any
+    set: Any
+    delete: Any
+    set_if_absent: Any
+    compare_and_set: Any
+    compare_and_delete: Any
+    batch: Any
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+        self.keys: Counter[str] = Counter()
+        self.on_call: Callable[[str], None] | None = None
+        for name in self._METHODS:
+            method = getattr(inner, name, None)
+            if method is not None:
+                setattr(self, name, self._counted(name, method))
+
+    def _counted(self, name: str, method: Any) -> Any:
+        async def call(first: Any, *args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            self.keys[name] += len(first) if name in ("get_many", "batch") else 1
+            if self.on_call is not None:
+                self.on_call(name)
+            return await method(first, *args, **kwargs)
+
+        return call
+
+    @property
+    def call_timeout(self) -> float | None:
+        """The inner store's bound on its calls (the calls are its own)."""
+        bound: float | None = getattr(self.inner, "call_timeout", None)
+        return bound
+
+    def reset(self) -> None:
+        """Forget the calls made so far."""
+        self.calls.clear()
+        self.keys.clear()
+
+    def round_trips(self) -> int:
+        """Calls made so far, of every kind."""
+        return sum(self.calls.values())
 
 
 class FailingStore(CountingStore):

@@ -340,7 +340,8 @@ class SlidingWindow:
         Raises:
             InvalidInput: The message breaks a rule (nothing is stored).
             SummarizerError: The summarizer failed (the message is kept).
-            StoreError: The store failed.
+            StoreError: The store failed or holds a value slimcache did not write (a stored
+                message that breaks a rule of ``check_messages`` included).
         """
         await self.push_many([message])
 
@@ -350,7 +351,8 @@ class SlidingWindow:
         Raises:
             InvalidInput: A message breaks a rule (nothing is stored).
             SummarizerError: The summarizer failed (the messages are kept).
-            StoreError: The store failed.
+            StoreError: The store failed or holds a value slimcache did not write (a stored
+                message that breaks a rule of ``check_messages`` included).
         """
         head = await self._history_store.append_messages(self._id, messages)
         if head is None:
@@ -372,7 +374,9 @@ class SlidingWindow:
 
         Raises:
             SummarizerError: A due compaction failed (nothing changed).
-            StoreError: The store failed.
+            StoreError: The store failed or holds a value slimcache did not write (a stored
+                message that breaks a rule of ``check_messages`` included: none is ever
+                returned).
         """
         async with self._turns.lock:
             head = await self._history_store.read_head(self._id)

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeGuard
 
-from slimcache._exceptions import InvalidInput
+from slimcache._exceptions import InvalidInput, StoreError
 from slimcache.messages import Message, check_messages
 from slimcache.stores.entries import load_stored
+from slimcache.stores.keys import ThreadKeys
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -24,8 +25,11 @@ __all__ = [
     "WindowHistory",
     "check_answers",
     "check_batch",
+    "check_continuing",
+    "check_stored",
     "drop_orphans",
     "parse_chunk",
+    "stored_message_error",
 ]
 
 DEFAULT_CHUNK_SIZE = 32
@@ -195,31 +199,7 @@ def check_batch(messages: Sequence[Message]) -> Batch:
     """
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidInput(f"messages must be a list of dicts, got {type(messages).__name__}")
-    leading: list[Mapping[str, Any]] = []
-    for message in messages:
-        if not (isinstance(message, Mapping) and message.get("role") == "tool"):
-            break
-        leading.append(message)
-    ids: list[str] = []
-    for message in leading:
-        call_id = message.get("tool_call_id")
-        if isinstance(call_id, str) and call_id and call_id not in ids:
-            ids.append(call_id)
-    if ids:
-        # Stand in for the assistant message in the history whose calls these results answer,
-        # so every other rule is checked as usual.
-        calls = [
-            {"id": i, "type": "function", "function": {"name": "call", "arguments": ""}}
-            for i in ids
-        ]
-        stand_in = {"role": "assistant", "content": None, "tool_calls": calls}
-        try:
-            check_messages([stand_in, *messages])
-        except InvalidInput as exc:
-            index = None if exc.index is None else exc.index - 1
-            raise InvalidInput(exc.rule, index=index) from None
-    else:
-        check_messages(messages)
+    leading = check_continuing(messages)
     stored: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         try:
@@ -228,7 +208,7 @@ def check_batch(messages: Sequence[Message]) -> Batch:
             raise InvalidInput(
                 f"message must be JSON-serializable to be stored ({exc})", index=index
             ) from None
-    answers = tuple((i, str(m["tool_call_id"])) for i, m in enumerate(stored[: len(leading)]))
+    answers = tuple((i, str(m["tool_call_id"])) for i, m in enumerate(stored[:leading]))
     last = max((i for i, m in enumerate(stored) if m["role"] != "tool"), default=None)
     open_after: tuple[str, ...] | None = None
     if last is not None:
@@ -236,6 +216,84 @@ def check_batch(messages: Sequence[Message]) -> Batch:
         calls_made = stored[last].get("tool_calls") or []
         open_after = tuple(c["id"] for c in calls_made if c["id"] not in answered)
     return Batch(stored, answers, open_after)
+
+
+def check_continuing(messages: Sequence[Message]) -> int:
+    """Check messages that continue a history, as ``check_messages`` checks a whole one.
+
+    The messages may start with tool results answering tool calls made before them (in the
+    history they continue); whether those calls exist is for the caller to check.
+
+    Returns:
+        How many tool results the messages start with.
+
+    Raises:
+        InvalidInput: Naming the message index (in ``messages``) and the rule.
+    """
+    leading = 0
+    ids: list[str] = []
+    for message in messages:
+        if not (isinstance(message, Mapping) and message.get("role") == "tool"):
+            break
+        leading += 1
+        call_id = message.get("tool_call_id")
+        if isinstance(call_id, str) and call_id and call_id not in ids:
+            ids.append(call_id)
+    if not ids:
+        check_messages(messages)
+        return leading
+    # Stand in for the assistant message in the history whose calls these results answer,
+    # so every other rule is checked as usual.
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "call", "arguments": ""}} for i in ids
+    ]
+    stand_in = {"role": "assistant", "content": None, "tool_calls": calls}
+    try:
+        check_messages([stand_in, *messages])
+    except InvalidInput as exc:
+        index = None if exc.index is None else exc.index - 1
+        raise InvalidInput(exc.rule, index=index) from None
+    return leading
+
+
+def stored_message_error(
+    keys: ThreadKeys, head: HistoryHead, start: int, problem: InvalidInput
+) -> StoreError:
+    """The error for a message read from the store that breaks a rule.
+
+    Args:
+        keys: The session's keys.
+        head: The head of the history the messages were read from.
+        start: Position in that history of the first message checked.
+        problem: What the check raised, its index counted from ``start``.
+    """
+    position = start + (problem.index or 0)
+    if position >= head.base:
+        key = keys.history_head
+    else:
+        key = keys.history_chunk(head.epoch, position // head.chunk)
+    return StoreError(
+        f"{key} holds a message slimcache did not write (message {position} of "
+        f"{keys.prefix[:-1]}: {problem.rule}); clear(session) removes the history"
+    )
+
+
+def check_stored(
+    keys: ThreadKeys, head: HistoryHead, messages: list[dict[str, Any]], start: int
+) -> list[dict[str, Any]]:
+    """Check messages read from the store before they are used; return them.
+
+    ``messages`` are messages ``start ..`` of the history ``head`` is the head of, so they may
+    start with tool results answering calls made before them.
+
+    Raises:
+        StoreError: One breaks a rule of ``check_messages``; naming the key holding it.
+    """
+    try:
+        check_continuing(messages)
+    except InvalidInput as exc:
+        raise stored_message_error(keys, head, start, exc) from None
+    return messages
 
 
 def check_answers(batch: Batch, open_calls: tuple[str, ...]) -> None:

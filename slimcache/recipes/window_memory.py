@@ -18,12 +18,14 @@ append rewrites at most about one chunk of messages, however long the history. L
 K messages reads the head and only the chunks those K messages are in (one ``get_many`` where
 the store has it).
 
-Concurrency: on stores with ``compare_and_set`` the head is written only if it still holds
-what was read, retried otherwise, so concurrent appends from any number of tasks, processes or
-machines lose no message. A chunk is written only once the head that holds its messages has
-been written, so its content is settled and writing it twice is harmless. On plain stores
-(only ``get``, ``set`` and ``delete``) appends to one session are serialized by an asyncio
-lock per (store, session): safe within one process only.
+Concurrency: appends to one session take turns within a process, through an asyncio lock per
+(store, session), so the tasks of one process never retry against each other: each append
+reads the head once. Across processes and machines, on stores with ``compare_and_set``, the
+head is written only if it still holds what was read, retried otherwise, so concurrent
+appends from any number of tasks, processes or machines lose no message. A chunk is written
+only once the head that holds its messages has been written, so its content is settled and
+writing it twice is harmless. On plain stores (only ``get``, ``set`` and ``delete``) the lock
+is all there is: safe within one process only.
 
 The epoch is chosen when a session's first message is written and changes after
 :meth:`clear`, so a writer that was still finishing an append to the cleared history writes
@@ -31,14 +33,23 @@ only to keys nobody reads.
 
 Values that slimcache did not write (a head or chunk that does not parse, or has another
 format or version) raise :class:`StoreError` naming the key; ``clear(session)`` removes them.
+So does a stored message that breaks a rule of :func:`~slimcache.messages.check_messages`
+(a numeric role, a dict as content, a tool result answering no call, ...): every message a
+load returns is checked first, and none is ever returned or skipped in silence.
 A chunk that is absent (expired under ``ttl``, or evicted by an LRU-bounded store) is skipped:
 loading returns the messages after it, and a warning is logged.
+
+A head's message count is trusted only as far as the chunks in the store back it (see
+:mod:`slimcache.recipes.window_chunks`): chunks are read newest first, ``CHUNKS_PER_CALL`` keys
+per call, and reading stops at the first one missing; :meth:`clear` deletes them the same way
+and stops at the first batch none of which is stored. A head claiming millions of messages
+therefore costs a call or two, and a long history a few calls per thousand chunks, each
+bounded by ``store_timeout``; a cancelled caller stops between two calls.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import weakref
 from collections.abc import Sequence
@@ -55,14 +66,21 @@ from slimcache.messages import (
     check_messages,
     count_message_tokens,
 )
+from slimcache.recipes.window_chunks import (
+    CHUNKS_PER_CALL,
+    delete_chunks,
+    read_chunks,
+    write_full_chunks,
+)
 from slimcache.recipes.window_history import (
     DEFAULT_CHUNK_SIZE,
     Batch,
     HistoryHead,
     check_answers,
     check_batch,
+    check_stored,
     drop_orphans,
-    parse_chunk,
+    stored_message_error,
 )
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, positive_int
@@ -75,15 +93,16 @@ __all__ = [
     "TokenWindowMemory",
 ]
 
-logger = logging.getLogger("slimcache")
-
 # Appends retried this often against concurrent writers before giving up. Every failed
 # compare-and-set means another append succeeded, so only a session under a storm of
 # concurrent appends gets anywhere near it.
 _MAX_ATTEMPTS = 1000
 
-# One lock per (store, head key) for stores without compare_and_set. Weak values: a lock
-# nobody holds or waits for is dropped, so sessions do not accumulate.
+# One lock per (store, head key): appends in one process take turns. On stores without
+# compare_and_set it is what keeps them apart; on the others it spares the tasks of one process
+# the rounds of failed compare-and-set they would otherwise cost each other (dozens of tasks on
+# one session made every append read and write the head about a dozen times). Weak values: a
+# lock nobody holds or waits for is dropped, so sessions do not accumulate.
 _LOCKS: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
 
@@ -148,8 +167,7 @@ class _MessageHistory:
         batch = check_batch(messages)
         if not batch.messages:
             return None
-        if self._io.compares:
-            return await self._append_batch(keys, batch)
+        # Tasks here take turns; compare-and-set keeps other processes' appends apart.
         async with _session_lock(self._store, keys.history_head):
             return await self._append_batch(keys, batch)
 
@@ -169,10 +187,13 @@ class _MessageHistory:
 
         Raises:
             InvalidInput: The session id is malformed.
-            StoreError: A chunk holding some of them is missing, or the store failed.
+            StoreError: A chunk holding some of them is missing, holds a value slimcache did
+                not write, or one of them breaks a rule of ``check_messages``; or the store
+                failed.
         """
         keys = ThreadKeys(session, self._namespace)
-        return await self._read_span(keys, head, start, strict=True)
+        messages = await self._read_span(keys, head, start, strict=True)
+        return check_stored(keys, head, messages, max(0, start))
 
     # ------------------------------------------------------------------ public API
 
@@ -202,15 +223,21 @@ class _MessageHistory:
     async def load_all(self, session: str | int) -> list[dict[str, Any]]:
         """Return every message of the session, oldest first.
 
+        The chunks are read newest first, ``CHUNKS_PER_CALL`` per ``get_many``; one that is
+        missing ends the reading, with a warning, and the messages after it are returned.
+
         Raises:
             InvalidInput: The session id is malformed.
-            StoreError: The store failed or holds a value slimcache did not write.
+            StoreError: The store failed or holds a value slimcache did not write, a stored
+                message that breaks a rule of ``check_messages`` included (the error names
+                its key; nothing is returned).
         """
         keys = ThreadKeys(session, self._namespace)
         head = await self._read_head(keys)
         if head is None:
             return []
-        return drop_orphans(await self._read_span(keys, head, 0, strict=False))
+        loaded = drop_orphans(await self._read_span(keys, head, 0, strict=False))
+        return check_stored(keys, head, loaded, head.count - len(loaded))
 
     async def count(self, session: str | int) -> int:
         """Return how many messages the session's history holds (one store read).
@@ -225,7 +252,13 @@ class _MessageHistory:
     async def clear(self, session: str | int) -> None:
         """Delete the session's whole history.
 
-        A head that slimcache did not write is deleted too (its chunks cannot be known).
+        The head goes first, so the history is gone at once; then its chunks, newest first,
+        ``CHUNKS_PER_CALL`` at a time (one ``get_many`` to find those stored and one ``batch``
+        to delete them), until a batch holds none. A head that slimcache did not write is
+        deleted too (its chunks cannot be known).
+
+        When the clear is cancelled, or the store fails, part way, the chunks not deleted yet
+        stay in the store, unreachable (under ``ttl`` they expire).
 
         Raises:
             InvalidInput: The session id is malformed.
@@ -264,7 +297,7 @@ class _MessageHistory:
             check_answers(batch, head.open_calls)
             # Chunks left in the head by a writer that has not stored them yet: their messages
             # are settled, so storing them again is harmless.
-            head = await self._seal(keys, head)
+            head = await write_full_chunks(self._io, keys, head)
             written = head.extended(batch)
             written_raw = written.to_json()
             if await self._write_head(key, raw, written_raw):
@@ -275,19 +308,12 @@ class _MessageHistory:
                 f"{key} changed {_MAX_ATTEMPTS} times while appending; nothing was appended"
             )
         if written.full_chunks:
-            sealed = await self._seal(keys, written)
+            sealed = await write_full_chunks(self._io, keys, written)
             # Failing means another writer has written the head since; it stores the same
             # chunks itself, so there is nothing to do.
             if await self._write_head(key, written_raw, sealed.to_json()):
                 return sealed
         return written
-
-    async def _seal(self, keys: ThreadKeys, head: HistoryHead) -> HistoryHead:
-        """Store the head's full chunks under their own keys; return the head without them."""
-        for position in range(head.full_chunks):
-            number, value = head.chunk_value(position)
-            await self._io.set(keys.history_chunk(head.epoch, number), value)
-        return head.sealed()
 
     async def _write_head(self, key: str, expected: str | None, value: str) -> bool:
         if self._io.compares:
@@ -309,53 +335,11 @@ class _MessageHistory:
             else:
                 await self._io.delete(key)
             if head is not None:
-                # The head is gone, so the history is; its chunks are now unreachable.
-                chunks = -(-head.count // head.chunk)
-                for number in range(chunks):
-                    await self._io.delete(keys.history_chunk(head.epoch, number))
+                # The head is gone, so the history is; its chunks are now unreachable. Those
+                # numbered up to the count include any a writer stored just before the clear.
+                await delete_chunks(self._io, keys, head.epoch, -(-head.count // head.chunk))
             return
         raise StoreError(f"{key} changed {_MAX_ATTEMPTS} times while clearing it")
-
-    async def _read_chunks(
-        self, keys: ThreadKeys, head: HistoryHead, first: int, stop: int, *, strict: bool
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """Read chunks ``first .. stop - 1``.
-
-        Returns:
-            Their messages in order, and whether all were there. When one is missing, only the
-            messages of the chunks after it are returned (or, if ``strict``, it is an error).
-        """
-        if first >= stop:
-            return [], True
-        numbers = range(first, stop)
-        chunk_keys = [keys.history_chunk(head.epoch, n) for n in numbers]
-        raws = await self._io.get_many(chunk_keys)
-        parts: list[list[dict[str, Any]]] = []
-        for number, chunk_key, raw in reversed(list(zip(numbers, chunk_keys, raws, strict=True))):
-            if raw is None:
-                where = f"messages {number * head.chunk}-{(number + 1) * head.chunk - 1}"
-                if strict:
-                    raise StoreError(
-                        f"{where} of {keys.prefix[:-1]} are missing from the store "
-                        f"({chunk_key}: expired, evicted or deleted)"
-                    )
-                logger.warning(
-                    "%s of %s are no longer in the store (%s); loading the messages after them",
-                    where,
-                    keys.prefix[:-1],
-                    chunk_key,
-                )
-                parts.reverse()
-                return [m for part in parts for m in part], False
-            messages = parse_chunk(raw, epoch=head.epoch, number=number, size=head.chunk)
-            if messages is None:
-                raise StoreError(
-                    f"{chunk_key} holds a value slimcache did not write (or a newer format); "
-                    "clear(session) removes the history"
-                )
-            parts.append(messages)
-        parts.reverse()
-        return [m for part in parts for m in part], True
 
     async def _read_span(
         self, keys: ThreadKeys, head: HistoryHead, start: int, *, strict: bool
@@ -365,8 +349,8 @@ class _MessageHistory:
         if start >= head.base:
             return list(head.tail[start - head.base :])
         first = start // head.chunk
-        stored, complete = await self._read_chunks(
-            keys, head, first, head.base // head.chunk, strict=strict
+        stored, complete = await read_chunks(
+            self._io, keys, head, first, head.base // head.chunk, strict=strict
         )
         if complete:
             stored = stored[start - first * head.chunk :]
@@ -381,8 +365,9 @@ class ConversationWindowMemory(_MessageHistory):
     such results are left out), :meth:`load_all` the whole history.
 
     Concurrent appends lose no message: on stores with ``compare_and_set`` (the memory, Redis,
-    SQL and S3 stores) across processes and machines; on plain stores only within one process
-    (an asyncio lock per store and session).
+    SQL and S3 stores) across processes and machines; on plain stores only within one process.
+    Within a process, appends to one session take turns (an asyncio lock per store and
+    session), so they never retry against each other.
 
     Args:
         store: Any slimcache store.
@@ -432,14 +417,17 @@ class ConversationWindowMemory(_MessageHistory):
 
         Raises:
             InvalidInput: The session id is malformed.
-            StoreError: The store failed or holds a value slimcache did not write.
+            StoreError: The store failed or holds a value slimcache did not write, a stored
+                message that breaks a rule of ``check_messages`` included (the error names
+                its key; nothing is returned).
         """
         keys = ThreadKeys(session, self._namespace)
         head = await self._read_head(keys)
         if head is None:
             return []
         start = head.count - self._window_size
-        return drop_orphans(await self._read_span(keys, head, start, strict=False))
+        loaded = drop_orphans(await self._read_span(keys, head, start, strict=False))
+        return check_stored(keys, head, loaded, head.count - len(loaded))
 
 
 class TokenWindowMemory(_MessageHistory):
@@ -495,40 +483,45 @@ class TokenWindowMemory(_MessageHistory):
     async def load(self, session: str | int) -> list[dict[str, Any]]:
         """Return the most recent messages that fit in ``max_tokens``, oldest first.
 
-        Chunks are read from the newest back, doubling how many each round, until the messages
-        read are over the budget or the history's start is reached.
+        Chunks are read from the newest back, doubling how many each round (up to
+        ``CHUNKS_PER_CALL``), until the messages read are over the budget, a chunk is missing,
+        or the history's start is reached.
 
         Raises:
             InvalidInput: The session id is malformed.
-            StoreError: The store failed or holds a value slimcache did not write.
+            StoreError: The store failed or holds a value slimcache did not write, a stored
+                message that breaks a rule of ``check_messages`` included (the error names
+                its key; nothing is returned).
         """
         keys = ThreadKeys(session, self._namespace)
         head = await self._read_head(keys)
         if head is None:
             return []
-        loaded = list(head.tail)
+        # Checked before their tokens are counted: counting needs well-formed messages.
+        loaded = check_stored(keys, head, list(head.tail), head.base)
         tokens = sum(count_message_tokens(m, self._count_tokens) for m in loaded)
         stop = head.base // head.chunk
         step = 1
         while tokens <= self._max_tokens and stop > 0:
             first = max(0, stop - step)
-            older, complete = await self._read_chunks(keys, head, first, stop, strict=False)
+            older, complete = await read_chunks(self._io, keys, head, first, stop, strict=False)
+            check_stored(keys, head, older, stop * head.chunk - len(older))
             loaded = older + loaded
             tokens += sum(count_message_tokens(m, self._count_tokens) for m in older)
             if not complete:
                 break
-            stop, step = first, step * 2
-        return self._fit(keys, drop_orphans(loaded))
+            stop, step = first, min(step * 2, CHUNKS_PER_CALL)
+        return self._fit(keys, head, drop_orphans(loaded))
 
-    def _fit(self, keys: ThreadKeys, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _fit(
+        self, keys: ThreadKeys, head: HistoryHead, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         if not messages:
             return []
         try:
             checked = check_messages(messages, self._count_tokens)
         except InvalidInput as exc:
-            raise StoreError(
-                f"the messages stored for {keys.prefix[:-1]} do not pass validation: {exc}"
-            ) from None
+            raise stored_message_error(keys, head, head.count - len(messages), exc) from None
         starts: list[int] = []
         position = 0
         while position < len(messages):

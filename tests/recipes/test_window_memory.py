@@ -7,13 +7,11 @@ import json
 import logging
 import subprocess
 import sys
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from slimcache_sql import SQLStore
 
 from slimcache import (
     ConfigurationError,
@@ -23,10 +21,9 @@ from slimcache import (
     Store,
     StoreError,
     TokenWindowMemory,
-    open_store,
 )
 from slimcache.messages import count_message_tokens
-from slimcache.stores import SupportsClose, ThreadKeys
+from slimcache.stores import ThreadKeys
 from tests.fakes import CountingStore, chat
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -462,84 +459,7 @@ async def test_plain_stores_serialize_appends_within_a_process() -> None:
     assert store.data == {}
 
 
-WORKER = """
-import asyncio, pathlib, sys
-from slimcache import ConversationWindowMemory, open_store
-
-async def main(url, prefix, worker, folder):
-    options = {"prefix": prefix} if prefix else {}
-    store = open_store(url, **options)
-    memory = ConversationWindowMemory(store, 5, chunk_size=4)
-    (folder / f"ready-{worker}").touch()
-    while not (folder / "go").exists():
-        await asyncio.sleep(0.005)
-    async def task(number):
-        for step in range(STEPS):
-            await memory.append("shared", {"role": "user", "content": f"{worker}:{number}:{step}"})
-    await asyncio.gather(*(task(n) for n in range(TASKS)))
-    await store.aclose()
-
-asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], pathlib.Path(sys.argv[4])))
-"""
-WORKERS, TASKS, STEPS = 3, 5, 8
-
-
-def ready_workers(folder: Path) -> int:
-    return len(list(folder.glob("ready-*")))
-
-
-@pytest.fixture(params=["redis", "sqlite"])
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
-    """A store URL several processes open, and the Redis key prefix no other test uses."""
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        return server.url, f"slimcache-test:{uuid.uuid4().hex}:"
-    return f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}", ""
-
-
-async def test_appends_from_several_processes_lose_nothing(
-    shared_url: tuple[str, str], tmp_path: Path
-) -> None:
-    url, prefix = shared_url
-    store = open_store(url, **({"prefix": prefix} if prefix else {}))
-    if isinstance(store, SQLStore):
-        await store.setup()  # create the table before the workers race to
-    program = WORKER.replace("STEPS", str(STEPS)).replace("TASKS", str(TASKS))
-    workers = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            program,
-            url,
-            prefix,
-            str(worker),
-            str(tmp_path),
-            cwd=ROOT,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        for worker in range(WORKERS)
-    ]
-    outputs = asyncio.gather(*(w.communicate() for w in workers))
-    for _ in range(6000):  # all started and connected, then released together
-        if ready_workers(tmp_path) == WORKERS or outputs.done():
-            break
-        await asyncio.sleep(0.01)
-    (tmp_path / "go").touch()
-    done = await asyncio.wait_for(outputs, 120)
-    for worker, (_, stderr) in zip(workers, done, strict=True):
-        assert worker.returncode == 0, stderr.decode()
-    try:
-        stored = contents(await ConversationWindowMemory(store, 5).load_all("shared"))
-    finally:
-        assert isinstance(store, SupportsClose)
-        await store.aclose()
-    expected = [f"{w}:{n}:{s}" for w in range(WORKERS) for n in range(TASKS) for s in range(STEPS)]
-    assert sorted(stored) == sorted(expected)
-    for worker_number in range(WORKERS):
-        for task in range(TASKS):  # each task's appends keep their order
-            mine = [c for c in stored if c.startswith(f"{worker_number}:{task}:")]
-            assert mine == [f"{worker_number}:{task}:{step}" for step in range(STEPS)]
+# Appends from several processes: tests/recipes/test_window_memory_appends.py.
 
 
 # ---------------------------------------------------------------- the docs guide

@@ -7,6 +7,7 @@ what only Redis does: URL forms, key layout, ``PX`` expiry, ``SET NX``, ``MGET``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import uuid
@@ -415,6 +416,43 @@ async def test_set_if_absent_race_has_exactly_one_winner(
     assert results.count(True) == 1
     winner = contenders[results.index(True)]
     assert await store.get("contended") == winner
+
+
+async def test_a_call_cancelled_during_its_round_trip_raises_cancelled_error(
+    redis_store_factory: RedisStoreFactory,
+) -> None:
+    # redis-py can finish a command whose caller was cancelled meanwhile, losing the
+    # cancellation; the store hands it back. The cancel lands at each point of the round
+    # trip in turn: after 0 to 6 turns of the event loop, while the call is still running.
+    store = await redis_store_factory()
+    await store.set("k", "v")
+    calls = {
+        "get": lambda: store.get("k"),
+        "get_many": lambda: store.get_many(["k", "other"]),
+        "set": lambda: store.set("k", "v"),
+        "batch": lambda: store.batch([GetOp("k"), SetOp("k", "v")]),
+    }
+    lost: list[str] = []
+    for name, call in calls.items():
+        for turns in range(7):
+            went_on: list[bool] = []
+
+            async def caller(call: Callable[[], Awaitable[object]], went_on: list[bool]) -> None:
+                await call()
+                went_on.append(True)  # only a caller whose cancellation was lost gets here
+
+            task = asyncio.create_task(caller(call, went_on))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            if task.done():  # the round trip took fewer turns: nothing left to cancel
+                await task
+                continue
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if went_on:
+                lost.append(f"{name} after {turns} turns")
+    assert lost == []
 
 
 async def test_get_many_keeps_order_and_duplicates(redis_store_factory: RedisStoreFactory) -> None:

@@ -28,7 +28,7 @@ from slimcache import (
     SummarizeCompressor,
     open_store,
 )
-from slimcache.stores import CompareAndDeleteOp, GetOp
+from slimcache.stores import CompareAndDeleteOp, DeleteOp, GetOp, SetOp, StoreOp
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 from tests.fakes import RecordingSummarizer, chat
 from tests.servers.postgres_server import PostgresServer
@@ -352,6 +352,36 @@ async def test_every_operation_runs_a_statement_from_the_compiled_cache(
     assert len(executed) == 3 * first
 
 
+async def test_a_batch_deletes_a_run_of_keys_with_one_statement_per_500(
+    make_store: Factory,
+) -> None:
+    store = await make_store()
+    keys = [f"k{i}" for i in range(1200)]
+    await store.batch([SetOp(key, "v") for key in [*keys, "kept"]])
+    executed: list[str] = []
+
+    @event.listens_for(store.engine.sync_engine, "before_cursor_execute")
+    def record(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
+    ) -> None:
+        executed.append(statement.split()[0])
+
+    ops: list[StoreOp] = [DeleteOp(key) for key in keys[:1000]]
+    ops += [SetOp("k0", "again"), DeleteOp("k1000"), GetOp("k0"), *map(DeleteOp, keys[1001:])]
+    results = await store.batch(ops)
+    assert results == [None] * 1001 + [None, "again"] + [None] * 199
+    # 1000 keys, then one, then 199: the single delete and the runs, in order.
+    assert executed.count("DELETE") == 2 + 1 + 1
+    assert len(executed) == 4 + 2  # and the set and the get
+    assert await store.get_many(["k0", "k999", "k1000", "k1199", "kept"]) == [
+        "again",
+        None,
+        None,
+        None,
+        "v",
+    ]
+
+
 # -- bytes another program stored ------------------------------------------------------------
 
 
@@ -595,20 +625,37 @@ async def test_sqlite_writer_waits_for_another_engines_lock(tmp_path: Path) -> N
     async with (
         SQLStore.from_url(url) as holder,
         SQLStore.from_url(url) as patient,
-        SQLStore.from_url(url, busy_timeout=0.05) as impatient,
+        SQLStore.from_url(url, timeout=0.5, busy_timeout=0.05) as impatient,
     ):
         await holder.setup()
         async with holder.engine.begin() as conn:
             # This open write transaction holds the file's write lock until the block ends.
             await conn.execute(insert(holder.table).values(key="held", value="x"))
             waiting = asyncio.create_task(patient.set("waiter", "done"))
-            with pytest.raises(StoreError, match="set of key 'hurry'") as info:
+            with pytest.raises(StoreTimeout, match="set of key 'hurry'"):
                 await asyncio.wait_for(impatient.set("hurry", "x"), timeout=GUARD)
-            assert "locked" in str(info.value)
-            assert isinstance(info.value.__cause__, SQLAlchemyError)
             assert not waiting.done()  # blocked on the lock, not failed
         await asyncio.wait_for(waiting, timeout=GUARD)
         assert await impatient.get_many(["held", "waiter"]) == ["x", "done"]
+
+
+async def test_sqlite_writer_waits_past_busy_timeout_within_its_bound(tmp_path: Path) -> None:
+    # SQLite's own lock wait (busy_timeout) runs out long before the call's bound: the call
+    # tries again until the lock is let go, instead of failing at the first busy database.
+    url = sqlite_url(tmp_path / "contended.db")
+    async with (
+        SQLStore.from_url(url) as holder,
+        SQLStore.from_url(url, timeout=10.0, busy_timeout=0.05) as writer,
+    ):
+        await holder.setup()
+        await writer.set("k", "before")
+        async with holder.engine.begin() as conn:
+            await conn.execute(insert(holder.table).values(key="held", value="x"))
+            waiting = asyncio.create_task(writer.compare_and_set("k", "before", "after"))
+            await asyncio.sleep(0.5)  # ten of SQLite's lock waits
+            assert not waiting.done()  # still waiting for the lock, not failed
+        assert await asyncio.wait_for(waiting, timeout=GUARD) is True
+        assert await writer.get_many(["k", "held"]) == ["after", "x"]
 
 
 async def test_a_call_given_up_on_unwinds_quietly_before_aclose_returns(

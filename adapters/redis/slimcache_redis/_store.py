@@ -252,6 +252,12 @@ def _describe_keys(keys: Sequence[str]) -> str:
     return f"[{shown}{more}]"
 
 
+def _cancel_requests(task: asyncio.Task[Any] | None) -> int:
+    """The cancellations of ``task`` not yet handled (always 0 before Python 3.11)."""
+    cancelling = getattr(task, "cancelling", None)
+    return 0 if cancelling is None else int(cancelling())
+
+
 class RedisStore(CallBoundedStore):
     """A slimcache store kept in Redis (6.2 or newer), through redis-py's asyncio client.
 
@@ -452,8 +458,15 @@ class RedisStore(CallBoundedStore):
         errors are caught in place. redis-py unwinds a cancelled call without waiting on the
         server (it drops the connection), so the bound is set in the caller's own task, for
         less per call than a task of its own.
+
+        redis-py can also finish a command whose caller was cancelled meanwhile and return its
+        reply as if nothing happened, the cancellation lost (about half the time when it
+        arrives during the round trip): a caller cancelled during the call gets its
+        ``CancelledError`` here, whatever the driver did with it.
         """
-        return await self.run_call(
+        task = asyncio.current_task()
+        requested = _cancel_requests(task)
+        result = await self.run_call(
             self._when_ready(call),
             f"Redis {operation}",
             what,
@@ -461,6 +474,9 @@ class RedisStore(CallBoundedStore):
             timeouts=(RedisTimeoutError,),
             in_place=True,
         )
+        if _cancel_requests(task) > requested:
+            raise asyncio.CancelledError
+        return result
 
     async def _when_ready(self, call: Callable[[], Awaitable[_T]]) -> _T:
         if self._cluster:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+import itertools
 import re
 import sqlite3
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar, cast
 
@@ -117,8 +118,8 @@ _DRIVER_ERRORS: Final = _driver_errors()
 
 _SQLITE_BUSY: Final = 5  # SQLite's result code for "database is locked"
 
-# Pause between attempts to create the table while another connection holds an SQLite file.
-_SETUP_RETRY_SECONDS: Final = 0.02
+# Pause between attempts at a call while another connection holds an SQLite file's lock.
+_BUSY_RETRY_SECONDS: Final = 0.02
 
 
 def _lock_wait_ran_out(exc: BaseException) -> bool:
@@ -130,6 +131,26 @@ def _lock_wait_ran_out(exc: BaseException) -> bool:
     if code is not None:
         return bool(code & 0xFF == _SQLITE_BUSY)  # extended codes keep it in the low byte
     return str(error).startswith("database is locked")
+
+
+async def _while_busy(attempt: Callable[[], Awaitable[_T]], *, deadline: float) -> _T:
+    """Await ``attempt()``, and again each time SQLite's lock wait runs out, until ``deadline``.
+
+    SQLite waits for another connection's lock only ``busy_timeout`` seconds, and refuses at
+    once a wait that could deadlock (a fresh file's first writer switching it to WAL): a call
+    allowed more time than that tries again instead of failing at the first busy database. A
+    busy attempt took effect nowhere (its transaction was rolled back), so trying again is
+    harmless. ``deadline`` (loop time) is the end of the call's time bound, which also ends
+    an attempt still waiting then.
+    """
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            return await attempt()
+        except _DRIVER_ERRORS as exc:
+            if not _lock_wait_ran_out(exc) or loop.time() + _BUSY_RETRY_SECONDS >= deadline:
+                raise
+        await asyncio.sleep(_BUSY_RETRY_SECONDS)
 
 
 # Sync engines that already carry the SQLite connect hook, so stores sharing one engine add it once.
@@ -222,6 +243,7 @@ class _Statements:
     compare_and_set: Executable
     compare_and_delete: Executable
     delete: Executable
+    delete_many: Executable
     purge_expired: Executable
 
 
@@ -278,6 +300,7 @@ def _build_statements(table: Table, dialect: str) -> _Statements:
         ),
         compare_and_delete=delete(table).where(key_matches, holds_expected, live),
         delete=delete(table).where(key_matches),
+        delete_many=delete(table).where(columns.key.in_(bindparam("keys", expanding=True))),
         purge_expired=delete(table).where(expired),
     )
 
@@ -294,9 +317,10 @@ class SQLStore(CallBoundedStore):
 
     For SQLite, every new connection of ``engine`` is switched to WAL mode with a busy timeout,
     so several engines or processes can write to one database file, and readers are not held
-    up by a writer; create the store before the engine opens its first connection. An
-    in-memory SQLite database (``sqlite+aiosqlite://``) shares one connection and is meant for
-    single-task use only.
+    up by a writer; create the store before the engine opens its first connection. A call
+    whose statement still finds the file locked when the busy timeout runs out tries again,
+    until ``timeout``. An in-memory SQLite database (``sqlite+aiosqlite://``) shares one
+    connection and is meant for single-task use only.
 
     Args:
         engine: An async engine for SQLite (``aiosqlite``) or PostgreSQL (``asyncpg``).
@@ -304,7 +328,7 @@ class SQLStore(CallBoundedStore):
         owns_engine: Dispose of ``engine`` in :meth:`aclose`.
         timeout: Seconds each call may take, end to end, before it fails with ``StoreError``.
         busy_timeout: SQLite only: seconds a statement waits for another connection's lock
-            (default half of ``timeout``; at most ``timeout``).
+            before the call tries it again (default half of ``timeout``; at most ``timeout``).
 
     Raises:
         ConfigurationError: ``engine`` is not an ``AsyncEngine`` of a supported dialect, or
@@ -381,7 +405,8 @@ class SQLStore(CallBoundedStore):
             connect_timeout: PostgreSQL only: seconds to wait for a new connection (default
                 half of ``timeout``; at most ``timeout``).
             busy_timeout: SQLite only: seconds a statement waits for another connection's lock
-                (default half of ``timeout``; at most ``timeout``).
+                before the call tries it again (default half of ``timeout``; at most
+                ``timeout``).
             command_timeout: PostgreSQL only: seconds one statement may run (default half of
                 ``timeout``; at most ``timeout``).
             **engine_options: Passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`
@@ -505,9 +530,10 @@ class SQLStore(CallBoundedStore):
         put into words when a call fails, not on every call.
         """
         self.check_open(operation)
+        deadline = asyncio.get_running_loop().time() + self._timeout
         # Calls given up on are kept until they have unwound, for aclose.
         return await self.run_call(
-            self._attempt(operation, work, write, key, about),
+            self._attempt(operation, work, write, key, about, deadline),
             f"SQLStore {operation}",
             lambda: self._what(key, about),
             unwinding=self._unwinding,
@@ -520,13 +546,16 @@ class SQLStore(CallBoundedStore):
         write: bool,
         key: str | None,
         about: str | Callable[[], str],
+        deadline: float,
     ) -> _T:
         # Driver errors are translated here, inside the bounded call, so that the bound's own
         # TimeoutError is never mistaken for a driver's (asyncpg times out connects with one).
         try:
             if not self._ready:
-                await self._ensure_table()
-            return await greenlet_spawn(self._in_connection, work, write)
+                await self._ensure_table(deadline)
+            return await _while_busy(
+                lambda: greenlet_spawn(self._in_connection, work, write), deadline=deadline
+            )
         except _DRIVER_ERRORS as exc:
             # SQLite gives up waiting for another connection's lock with "database is locked":
             # its busy timeout ran out, as much a timeout as the driver's own.
@@ -565,34 +594,32 @@ class SQLStore(CallBoundedStore):
 
         await self._run("setup", _nothing, write=False)
 
-    async def _ensure_table(self) -> None:
+    async def _ensure_table(self, deadline: float) -> None:
         if self._ready:
             return
         async with self._setup_lock:
             if self._ready:
                 return
-            await self._create_table()
+            await self._create_table(deadline)
             self._ready = True
 
-    async def _create_table(self) -> None:
-        while True:
-            try:
-                async with self._engine.begin() as conn:
-                    await conn.execute(CreateTable(self._table, if_not_exists=True))
-                return
-            except SQLAlchemyError as exc:
-                if not _lock_wait_ran_out(exc):
-                    failure = exc
-                    break
-            # Another connection holds the SQLite file (a fresh file's first writer switches it
-            # to WAL, and SQLite refuses at once a wait that could deadlock): try again until
-            # it lets go. The call's own time bound ends the wait.
-            await asyncio.sleep(_SETUP_RETRY_SECONDS)
-        # Two processes creating the table at once can collide inside PostgreSQL's catalog
-        # even with IF NOT EXISTS; the loser sees the winner's table afterwards.
-        async with self._engine.connect() as conn:
-            if not await conn.run_sync(self._has_table):
-                raise failure
+    async def _create_table(self, deadline: float) -> None:
+        try:
+            # Another connection may hold the SQLite file (a fresh file's first writer switches
+            # it to WAL): wait for it to let go, within the call's time bound.
+            await _while_busy(self._create, deadline=deadline)
+        except SQLAlchemyError as exc:
+            if _lock_wait_ran_out(exc):
+                raise
+            # Two processes creating the table at once can collide inside PostgreSQL's catalog
+            # even with IF NOT EXISTS; the loser sees the winner's table afterwards.
+            async with self._engine.connect() as conn:
+                if not await conn.run_sync(self._has_table):
+                    raise
+
+    async def _create(self) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(CreateTable(self._table, if_not_exists=True))
 
     def _has_table(self, conn: Connection) -> bool:
         return inspect(conn).has_table(self._table.name)
@@ -726,6 +753,8 @@ class SQLStore(CallBoundedStore):
     async def batch(self, ops: Sequence[StoreOp]) -> list[Any]:
         """Run ``ops`` in order in one transaction: all of them take effect, or none.
 
+        Consecutive deletes run as one ``DELETE ... WHERE key IN (...)`` per 500 keys.
+
         Returns:
             One result per operation (see :class:`slimcache.stores.SupportsBatch`).
 
@@ -736,16 +765,37 @@ class SQLStore(CallBoundedStore):
         checked = check_ops(ops)
         if not checked:
             return []
-        works = [self._work(op) for op in checked]
+        works: list[tuple[int, Callable[[Connection], Any]]] = []  # (operations, work)
+        for deleting, group in itertools.groupby(checked, key=_is_delete):
+            run_of_ops = list(group)
+            if deleting and len(run_of_ops) > 1:
+                keys = [op.key for op in run_of_ops]
+                works.append((len(keys), self._delete_many(keys)))
+            else:
+                works.extend((1, self._work(op)) for op in run_of_ops)
 
         def run(conn: Connection) -> list[Any]:
-            return [work(conn) for work in works]
+            results: list[Any] = []
+            for operations, work in works:
+                results.extend([work(conn)] * operations)  # a run of deletes: None each
+            return results
 
         def about() -> str:
             return f"{len(checked)} operations, the first on {_describe_key(checked[0].key)}"
 
         write = not all(isinstance(op, GetOp) for op in checked)
         return await self._run("batch", run, write=write, about=about)
+
+    def _delete_many(self, keys: list[str]) -> Callable[[Connection], None]:
+        """Work deleting ``keys`` (each result ``None``, as for single deletes)."""
+        statement = self._statements.delete_many
+        wanted = list(dict.fromkeys(keys))
+
+        def execute(conn: Connection) -> None:
+            for start in range(0, len(wanted), _IN_CHUNK):
+                conn.execute(statement, {"keys": wanted[start : start + _IN_CHUNK]})
+
+        return execute
 
     def _work(self, op: StoreOp) -> Callable[[Connection], Any]:
         """The statement carrying out ``op``, as work on a connection returning its result.
@@ -844,6 +894,10 @@ class SQLStore(CallBoundedStore):
 
 def _in_memory(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+
+def _is_delete(op: StoreOp) -> bool:
+    return isinstance(op, DeleteOp)
 
 
 def _nothing(conn: Connection) -> None:
