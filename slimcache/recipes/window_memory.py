@@ -360,9 +360,10 @@ class _MessageHistory:
 class ConversationWindowMemory(_MessageHistory):
     """A message history in any slimcache store that keeps every message and loads the last K.
 
-    Every appended message is stored; :meth:`load` returns the last ``window_size`` of them
-    (fewer when the window would start with a tool result whose tool call lies before it:
-    such results are left out), :meth:`load_all` the whole history.
+    Every appended message is stored; :meth:`load` returns the last ``window_size`` of them,
+    in whole units: when the window would start with tool results, the assistant message
+    whose tool calls they answer is loaded with them (so a few more than ``window_size``, and a
+    non-empty history never loads as empty), :meth:`load_all` the whole history.
 
     Concurrent appends lose no message: on stores with ``compare_and_set`` (the memory, Redis,
     SQL and S3 stores) across processes and machines; on plain stores only within one process.
@@ -426,8 +427,30 @@ class ConversationWindowMemory(_MessageHistory):
         if head is None:
             return []
         start = head.count - self._window_size
-        loaded = drop_orphans(await self._read_span(keys, head, start, strict=False))
+        loaded = await self._read_span(keys, head, start, strict=False)
+        if loaded and loaded[0].get("role") == "tool" and start > 0:
+            loaded = await self._whole_first_unit(keys, head, start, loaded)
+        loaded = drop_orphans(loaded)
         return check_stored(keys, head, loaded, head.count - len(loaded))
+
+    async def _whole_first_unit(
+        self, keys: ThreadKeys, head: HistoryHead, start: int, loaded: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """``loaded`` (the messages from ``start``) preceded by the rest of its first unit:
+        the assistant message whose tool calls the leading tool results answer, and any
+        results before them, read back a few messages at a time."""
+        if len(loaded) != head.count - start:  # chunks are missing: no earlier messages
+            return loaded
+        first, begin = start, start  # the unit's first message; where ``loaded`` begins
+        while True:
+            while first > begin and loaded[first - begin].get("role") == "tool":
+                first -= 1
+            if begin == 0 or loaded[first - begin].get("role") != "tool":
+                return loaded[first - begin :]
+            begin = max(0, begin - max(8, self._window_size))
+            loaded = await self._read_span(keys, head, begin, strict=False)
+            if len(loaded) != head.count - begin:
+                return loaded
 
 
 class TokenWindowMemory(_MessageHistory):

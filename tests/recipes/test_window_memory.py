@@ -201,9 +201,31 @@ async def test_the_window_never_starts_with_an_orphan_tool_result() -> None:
     memory = ConversationWindowMemory(MemoryStore(), 3, chunk_size=2)
     history = [user("q"), assistant_calls("a", "b"), tool("a"), tool("b"), user("thanks")]
     await memory.append_many("s", history)
-    # The last three would be tool, tool, user: the results' call is outside the window.
-    assert await memory.load("s") == history[-1:]
+    # The last three would be tool, tool, user: the call they answer comes with them.
+    assert await memory.load("s") == history[1:]
     assert await memory.load_all("s") == history
+
+
+@pytest.mark.parametrize("window", [1, 2, 3])
+async def test_a_window_of_parallel_tool_results_loads_their_call(
+    make_store: MakeStore, window: int
+) -> None:
+    # synaptic: 5 messages stored, the last three results of parallel tool calls; load() with
+    # K from 1 to 3 used to come back empty.
+    store = await make_store()
+    memory = ConversationWindowMemory(store, window, chunk_size=2)
+    history = [user("q"), assistant_calls("a", "b", "c"), tool("a"), tool("b"), tool("c")]
+    for message in history:
+        await memory.append("s", message)
+    assert await memory.load("s") == history[1:]
+
+
+async def test_a_unit_longer_than_the_reads_back_is_loaded_whole() -> None:
+    memory = ConversationWindowMemory(MemoryStore(), 2, chunk_size=3)
+    calls = [f"c{n}" for n in range(30)]
+    history = [user("q"), assistant_calls(*calls), *(tool(c) for c in calls)]
+    await memory.append_many("s", history)
+    assert await memory.load("s") == history[1:]
 
 
 # ---------------------------------------------------------------- token budget
