@@ -7,8 +7,7 @@ import contextvars
 import subprocess
 import sys
 import threading
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +24,10 @@ from slimcache import (
     SummaryContext,
     cached_summarizer,
     clear_thread,
-    open_store,
 )
 from slimcache.sync import Runner, default_runner, run
 from tests.fakes import RecordingSummarizer, chat
-from tests.servers.postgres_server import PostgresServer
-from tests.servers.redis_server import RedisServer
-from tests.servers.s3_server import S3Server
-from tests.servers.sqlite_files import sqlite_url
+from tests.servers.sync_stores import SYNC_STORE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = 8
@@ -40,41 +35,12 @@ THREADS = 8
 StoreMaker = Callable[[], Store]
 
 
-@pytest.fixture(params=["memory", "redis", "sqlite", "postgres", "s3"])
-def sync_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreMaker]:
-    """``make()``: a store opened from its URL in plain sync code, closed through ``run``.
-
-    Unlike the async store factories, nothing here touches an event loop of the test's own:
-    every call the store serves runs on slimcache.sync's loop, as it would in a Flask app.
-    """
-    made: list[Store] = []
-
-    def url_and_options() -> tuple[str, dict[str, Any]]:
-        name = request.param
-        if name == "memory":
-            return "memory://", {}
-        if name == "redis":
-            server: RedisServer = request.getfixturevalue("redis_server")
-            return server.url, {"prefix": f"sync-{uuid.uuid4().hex}:"}
-        if name == "sqlite":
-            return sqlite_url(tmp_path / f"sync-{len(made)}.db"), {}
-        if name == "postgres":
-            postgres: PostgresServer = request.getfixturevalue("postgres_server")
-            return postgres.url, {"table": f"t_{uuid.uuid4().hex}"}
-        s3: S3Server = request.getfixturevalue("s3_server")
-        return f"s3://{s3.create_bucket()}", dict(s3.client_options)
-
-    def make() -> Store:
-        url, options = url_and_options()
-        store = open_store(url, **options)
-        made.append(store)
-        return store
-
-    yield make
-    for store in made:
-        close = getattr(store, "aclose", None)
-        if close is not None:
-            run(close())
+@pytest.fixture(params=SYNC_STORE_NAMES)
+def sync_store(
+    request: pytest.FixtureRequest, open_sync_store: Callable[[str], Store]
+) -> StoreMaker:
+    """``make()``: a store of the parameter's kind, opened and used from sync code only."""
+    return lambda: open_sync_store(request.param)
 
 
 class GatedSummarizer(RecordingSummarizer):
