@@ -7,7 +7,10 @@ what they were sent; the store is a real one, so the cache is the real cache.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +27,7 @@ from slimcache import ConfigurationError, MemoryStore, Store
 from slimcache.langchain import CachedSummarizationMiddleware
 from tests.fakes import RecordingSummarizer
 
+ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_PROMPT = "You plan trips."
 
 
@@ -311,3 +315,27 @@ def test_a_store_url_is_opened_and_closed_by_the_middleware(tmp_path: Any) -> No
 def test_wrong_arguments_are_refused_when_built(arguments: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         CachedSummarizationMiddleware(RecordingSummarizer(), **arguments)
+
+
+# ---------------------------------------------------------------------- the docs
+
+
+def test_the_example_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "langchain_agent.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert out.splitlines() == [
+        "the state keeps 12 messages",
+        "requests 6, summarizer calls 2, hits 1",
+    ]
+
+
+def test_the_guide_includes_the_example_and_the_readme_shows_the_middleware() -> None:
+    guide = (ROOT / "docs" / "guides" / "langchain.md").read_text()
+    assert '```python\n--8<-- "examples/langchain_agent.py"\n```' in guide
+    readme = (ROOT / "README.md").read_text()
+    assert "CachedSummarizationMiddleware" in readme
