@@ -57,8 +57,9 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         "front doors",
-        "each user-facing recipe built on the engine; ready-made summarizers; the benchmark",
-        ("slimcache.recipes", "slimcache.llm", "slimcache.bench"),
+        "each user-facing recipe built on the engine; ready-made summarizers; the benchmark; "
+        "the sync runner",
+        ("slimcache.recipes", "slimcache.llm", "slimcache.bench", "slimcache.sync"),
     ),
     Layer(
         "entry points",

@@ -16,6 +16,7 @@ from tests.servers.redis_cluster import redis_cluster, redis_cluster_store_facto
 from tests.servers.redis_server import redis_server, redis_store_factory  # noqa: F401
 from tests.servers.s3_server import s3_server, s3_store_factory  # noqa: F401
 from tests.servers.sqlite_files import sqlite_store_factory  # noqa: F401
+from tests.servers.sync_stores import open_sync_store  # noqa: F401
 
 STORE_NAMES = ["memory", "sqlite", "postgres", "redis", "s3"]
 

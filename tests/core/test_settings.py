@@ -40,6 +40,7 @@ from slimcache.core.settings import (
     SummaryFormat,
     Timeouts,
 )
+from slimcache.langchain import CachedSummarizationMiddleware, as_langchain_summarizer
 from tests.fakes import CountingStore, RecordingSummarizer
 
 
@@ -106,8 +107,16 @@ BAD: dict[str, list[Any]] = {
     "chunk_size": POSITIVE_INT,
     "max_tokens": POSITIVE_INT,
     "keep_system": ["yes", 1, None],
+    "model": [None, 5, "no-such-provider:model"],
+    "summary_placement": ["user", 5, None],
     # The id is a thread id, and a malformed thread id is InvalidInput everywhere.
     "id": ["", 1.5, None, True],
+}
+
+# Wrong values of an argument that means more in one front door: the LangChain middleware
+# takes a store URL as well as a store.
+BAD_IN: dict[tuple[Callable[..., Any], str], list[Any]] = {
+    (CachedSummarizationMiddleware, "store"): [5, NotAStore(), "nowhere://host"],
 }
 
 # What each argument's wrong value raises, and the name its message uses, where not
@@ -164,6 +173,16 @@ def trim_compressor(recorder: CountingStore, **args: Any) -> Any:
     return TrimCompressor(args.pop("max_tokens", 100), **args)
 
 
+def cached_summarization_middleware(recorder: CountingStore, **args: Any) -> Any:
+    return CachedSummarizationMiddleware(
+        args.pop("model", RecordingSummarizer()), args.pop("store", recorder), **args
+    )
+
+
+def langchain_summarizer(recorder: CountingStore, **args: Any) -> Any:
+    return as_langchain_summarizer(args.pop("summarizer", RecordingSummarizer()), **args)
+
+
 # Each front door, and how to build it from valid arguments with some replaced.
 FRONT_DOORS: dict[Callable[..., Any], Callable[..., Any]] = {
     SummarizeCompressor: summarize_compressor,
@@ -175,6 +194,8 @@ FRONT_DOORS: dict[Callable[..., Any], Callable[..., Any]] = {
     ConversationWindowMemory: conversation_window_memory,
     TokenWindowMemory: token_window_memory,
     TrimCompressor: trim_compressor,
+    CachedSummarizationMiddleware: cached_summarization_middleware,
+    as_langchain_summarizer: langchain_summarizer,
 }
 
 
@@ -182,17 +203,21 @@ def parameters(door: Callable[..., Any]) -> list[str]:
     return [name for name in inspect.signature(door).parameters if name != "self"]
 
 
+def bad_values(door: Callable[..., Any], name: str) -> list[Any]:
+    return BAD_IN.get((door, name), BAD.get(name, []))
+
+
 CASES = [
     pytest.param(door, name, value, id=f"{door.__name__}-{name}-{number}")
     for door in FRONT_DOORS
     for name in parameters(door)
-    for number, value in enumerate(BAD.get(name, []))
+    for number, value in enumerate(bad_values(door, name))
 ]
 
 
 @pytest.mark.parametrize("door", list(FRONT_DOORS), ids=lambda door: door.__name__)
 def test_every_argument_has_wrong_values(door: Callable[..., Any]) -> None:
-    untested = [name for name in parameters(door) if not BAD.get(name)]
+    untested = [name for name in parameters(door) if not bad_values(door, name)]
     assert not untested, f"{door.__name__} arguments without a wrong-value case: {untested}"
 
 

@@ -51,7 +51,7 @@ from slimcache.stores import ThreadKeys
 from tests.fakes import RecordingSummarizer
 from tests.servers.llm_server import ANTHROPIC_PATH, OPENAI_PATH, LLMServer, system_text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 RICH: list[dict[str, Any]] = [
     {"role": "system", "content": "You plan trips.", "id": "s1"},

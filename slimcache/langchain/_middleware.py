@@ -1,0 +1,325 @@
+"""``CachedSummarizationMiddleware``: cached summaries for a ``create_agent`` agent.
+
+Imported on first use by :mod:`slimcache.langchain`, as it subclasses LangChain's
+``AgentMiddleware``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.chat_models import init_chat_model
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langgraph.config import get_config
+from langgraph.constants import TAG_NOSTREAM
+
+from slimcache._exceptions import ConfigurationError
+from slimcache.core.compressor import SummarizeCompressor
+from slimcache.core.results import CompressionResult, Stats
+from slimcache.core.settings import DEFAULT_SUMMARY_TEMPLATE, check_store, check_summarizer
+from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.langchain._convert import from_langchain
+from slimcache.langchain._sizes import (
+    ContextSize,
+    TriggerSpec,
+    keep_from,
+    needs_context_size,
+    trigger_from,
+)
+from slimcache.langchain._summarizer import LangChainSummarizer
+from slimcache.messages import TokenCounter, approx_tokens
+from slimcache.stores import MemoryStore, Store, open_store
+from slimcache.sync import default_runner
+
+__all__ = ["CachedSummarizationMiddleware"]
+
+logger = logging.getLogger("slimcache")
+
+Placement = Literal["system", "human"]
+
+# Validates the settings of a middleware whose context size is known only at its first call.
+_PROBE_CONTEXT_SIZE = 1_000_000
+
+
+class CachedSummarizationMiddleware(AgentMiddleware):
+    """Summarizes what an agent's model sees, with the summaries cached in your store.
+
+    Shaped like LangChain's ``SummarizationMiddleware``, with three differences that come from
+    the cache: the summaries live in ``store`` under the run's thread id
+    (``configurable.thread_id``), so every worker and every later run serves and extends the
+    same ones; only the model's request is compressed (the graph's state keeps every
+    message, so nothing is lost and an edit of an old message is seen); and a longer history
+    extends the cached summary with only the new messages rather than summarizing anew.
+
+    The summary goes where every provider accepts it: merged into the agent's system prompt
+    (one leading system message), or as a leading human message, as LangChain's middleware
+    puts it (``summary_placement="human"``), which leaves the system prompt as it is for
+    providers that cache it.
+
+    Both ``invoke`` and ``ainvoke`` work, on the same instance: either way the store and the
+    summarizer run on the event loop of :mod:`slimcache.sync`, where the store's connections
+    stay, and a chat model summarizes through its sync ``invoke`` on slimcache's summarizer
+    threads, so an async agent's own event loop and HTTP clients are never shared.
+
+    Args:
+        model: What writes the summaries: a chat model, a model string as ``init_chat_model``
+            takes it (``"openai:gpt-4o-mini"``), or a slimcache summarizer
+            ``(messages, context) -> str`` (from :mod:`slimcache.llm`, say; an async one runs
+            on slimcache's event loop, so give it a client of its own).
+        store: A store, a store URL (``"redis://localhost:6379/0"``, opened with
+            :func:`~slimcache.open_store` and closed by :meth:`close`), or ``None`` for one in
+            this process.
+        trigger: When to summarize: ``("messages", n)`` when the verbatim messages reach
+            ``n``; ``("tokens", n)`` when all the messages sent do (the leading system
+            messages in the state, the summary and the verbatim messages; the system prompt is
+            not counted, as in LangChain); ``("fraction", f)`` when they reach that fraction
+            of the model's context window; a dict of those that must all be reached; or a
+            list of sizes and dicts of which any one suffices.
+        keep: How much stays verbatim once summarized: ``("messages", n)``, ``("tokens", n)``
+            or ``("fraction", f)``. An assistant message is never parted from its tool
+            results. It must be below a trigger of the same unit.
+        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``); see
+            :func:`~slimcache.langchain.as_token_counter` for LangChain's counters.
+        max_summary_tokens: The summary's token budget.
+        prompts: The prompts the summarizer gets (default: slimcache's).
+        summary_template: The summary's text as the model sees it; ``{summary}``,
+            ``{start}``, ``{end}`` and ``{count}`` are filled in.
+        summary_placement: ``"system"`` (default): appended to the system prompt, or the
+            system message when the agent has none; ``"human"``: a human message before the
+            verbatim messages.
+        namespace: Namespace of every store key.
+        ttl: Seconds cached summaries live (``None``: until deleted).
+        on_summarizer_error: ``"raise"`` (default) or send the messages ``"uncompressed"``.
+        on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
+
+    A fraction is of the context window in the profile of the agent's model
+    (``model.profile["max_input_tokens"]``), else of ``model``'s, read at the first call.
+
+    Raises:
+        ConfigurationError: For any invalid argument.
+        MissingExtraError: ``langchain`` 1.0 or later is not installed (on import).
+    """
+
+    def __init__(
+        self,
+        model: str | BaseChatModel | Summarizer,
+        store: Store | str | None = None,
+        *,
+        trigger: TriggerSpec = ("messages", 50),
+        keep: ContextSize = ("messages", 20),
+        token_counter: TokenCounter = approx_tokens,
+        max_summary_tokens: int = 1000,
+        prompts: Prompts | None = None,
+        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
+        summary_placement: Placement = "system",
+        namespace: str = "",
+        ttl: float | None = None,
+        on_summarizer_error: Literal["raise", "uncompressed"] = "raise",
+        on_store_error: Literal["raise", "bypass"] = "raise",
+    ) -> None:
+        super().__init__()
+        if summary_placement not in ("system", "human"):
+            raise ConfigurationError(
+                f'summary_placement must be "system" or "human", got {summary_placement!r}'
+            )
+        if store is not None and not isinstance(store, str):
+            check_store(store)
+        self._chat_model = _chat_model(model)
+        summarizer = _summarizer(model, self._chat_model)
+        self._trigger_spec = trigger
+        self._keep_spec = keep
+        self._placement: Placement = summary_placement
+        self._options: dict[str, Any] = {
+            "token_counter": token_counter,
+            "max_summary_tokens": max_summary_tokens,
+            "prompts": prompts,
+            "summary_template": summary_template,
+            "namespace": namespace,
+            "ttl": ttl,
+            "on_summarizer_error": on_summarizer_error,
+            "on_store_error": on_store_error,
+        }
+        self._summarizer = summarizer
+        self._owns_store = isinstance(store, str)
+        self._needs_size = needs_context_size(trigger, keep)
+        self._store: Store = MemoryStore()  # replaced below once every argument is checked
+        self._lock = threading.Lock()
+        self._compressor: SummarizeCompressor | None = None
+        self._warned_no_thread = False
+        # Every argument is checked now, also when the context size is known only later.
+        probe = self._build(_PROBE_CONTEXT_SIZE if self._needs_size else None)
+        if isinstance(store, str):
+            self._store = open_store(store)
+        elif store is not None:  # not `store or ...`: an empty MemoryStore is falsy
+            self._store = store
+        if not self._needs_size:
+            self._compressor = self._build(None)
+        del probe
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def store(self) -> Store:
+        """The store the summaries are kept in."""
+        return self._store
+
+    @property
+    def stats(self) -> Stats:
+        """The compressor's counters: requests, cache hits, summarizer calls, tokens saved."""
+        compressor = self._compressor
+        return compressor.stats if compressor is not None else Stats()
+
+    def close(self) -> None:
+        """Close the store when this middleware opened it from a URL."""
+        close = getattr(self._store, "aclose", None)
+        if self._owns_store and close is not None:
+            default_runner().run(close())
+
+    async def aclose(self) -> None:
+        """:meth:`close`, from async code."""
+        close = getattr(self._store, "aclose", None)
+        if self._owns_store and close is not None:
+            await asyncio.wrap_future(default_runner().submit(close()))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse | AIMessage:
+        """Compress the request's messages (from the cache when it can), then call the model."""
+        compressor, messages, thread_id = self._prepare(request)
+        result = default_runner().run(compressor.compress_detailed(messages, thread_id=thread_id))
+        return handler(self._with_summary(request, result))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse | AIMessage:
+        """Compress the request's messages (from the cache when it can), then call the model."""
+        compressor, messages, thread_id = self._prepare(request)
+        pending = default_runner().submit(
+            compressor.compress_detailed(messages, thread_id=thread_id)
+        )
+        result = await asyncio.wrap_future(pending)
+        return await handler(self._with_summary(request, result))
+
+    # ------------------------------------------------------------------ internals
+
+    def _build(self, context_size: int | None) -> SummarizeCompressor:
+        trigger = trigger_from(self._trigger_spec, context_size)
+        keep = keep_from(self._keep_spec, trigger, context_size)
+        return SummarizeCompressor(
+            self._summarizer,
+            self._store,
+            trigger=trigger,
+            keep=keep,
+            summary_role="system",
+            **self._options,
+        )
+
+    def _compressor_for(self, agent_model: object) -> SummarizeCompressor:
+        with self._lock:
+            if self._compressor is None:
+                size = _context_size(agent_model) or _context_size(self._chat_model)
+                if size is None:
+                    raise ConfigurationError(
+                        "a fraction in trigger or keep needs the model's context size, and "
+                        "neither the agent's model nor this middleware's has a profile with "
+                        "max_input_tokens: use token counts, or give the chat model "
+                        'profile={"max_input_tokens": ...}'
+                    )
+                self._compressor = self._build(size)
+            return self._compressor
+
+    def _prepare(
+        self,
+        request: ModelRequest,
+    ) -> tuple[SummarizeCompressor, list[dict[str, Any]], str | None]:
+        compressor = self._compressor_for(request.model)
+        thread_id = _thread_id(request)
+        if thread_id is None and not self._warned_no_thread:
+            self._warned_no_thread = True
+            logger.warning(
+                "CachedSummarizationMiddleware: the run has no configurable.thread_id, so "
+                "nothing is cached and every model call summarizes again"
+            )
+        return compressor, from_langchain(request.messages), thread_id
+
+    def _with_summary(
+        self,
+        request: ModelRequest,
+        result: CompressionResult,
+    ) -> ModelRequest:
+        if result.summary_range is None:
+            return request
+        originals: list[AnyMessage] = list(request.messages)
+        end = result.summary_range[1]
+        pinned = len(result.messages) - 1 - (len(originals) - end - 1)
+        text = str(result.messages[pinned]["content"])
+        kept = originals[:pinned] + originals[end + 1 :]
+        if self._placement == "human":
+            summary = HumanMessage(text, additional_kwargs={"lc_source": "summarization"})
+            return request.override(messages=[*originals[:pinned], summary, *kept[pinned:]])
+        return request.override(system_message=_merged(request.system_message, text), messages=kept)
+
+
+def _chat_model(model: object) -> BaseChatModel | None:
+    """The chat model ``model`` names or is, or ``None`` for a slimcache summarizer."""
+    if isinstance(model, str):
+        try:
+            return init_chat_model(model)
+        except (ValueError, ImportError) as exc:
+            raise ConfigurationError(f"model {model!r}: {exc}") from exc
+    return model if isinstance(model, BaseChatModel) else None
+
+
+def _summarizer(model: object, chat_model: BaseChatModel | None) -> Summarizer:
+    if chat_model is None:
+        if not callable(model):
+            raise ConfigurationError(
+                "model must be a chat model, a model string such as 'openai:gpt-4o-mini', or "
+                f"a slimcache summarizer (messages, context) -> str; got {model!r}"
+            )
+        check_summarizer(model)
+        return model
+    # Not streamed into the agent's output; called through the sync client (see the class).
+    config: Any = {"tags": [TAG_NOSTREAM], "run_name": "slimcache_summary"}
+    return LangChainSummarizer(chat_model, method="invoke", config=config)
+
+
+def _context_size(model: object) -> int | None:
+    profile = getattr(model, "profile", None)
+    size = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+def _thread_id(request: ModelRequest) -> str | None:
+    """The run's ``configurable.thread_id``."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # outside a run, or Python 3.10 in async code: ask the runtime
+        configurable = {}
+    found = configurable.get("thread_id")
+    if found is None:
+        info = getattr(getattr(request, "runtime", None), "execution_info", None)
+        found = getattr(info, "thread_id", None)
+    return None if found is None else str(found)
+
+
+def _merged(system: SystemMessage | None, summary: str) -> SystemMessage:
+    """The agent's system message with the summary after it, or the summary alone."""
+    if system is None:
+        return SystemMessage(summary)
+    content = system.content
+    if isinstance(content, str):
+        merged: Any = f"{content}\n\n{summary}" if content else summary
+    else:
+        merged = [*content, {"type": "text", "text": summary}]
+    return system.model_copy(update={"content": merged})
