@@ -386,7 +386,15 @@ def test_the_keys_are_spelled_as_stored() -> None:
 # Where a word that is also a suffix is something else: a JSON field, a value compared or
 # passed to a function. Anywhere else (concatenated, in an f-string, assigned, listed) it
 # would be a key spelled outside the catalogue.
-_NOT_A_KEY = (ast.Dict, ast.Subscript, ast.Compare, ast.Call, ast.keyword, ast.MatchValue)
+_NOT_A_KEY = (
+    ast.Dict,
+    ast.Subscript,
+    ast.Compare,
+    ast.Call,
+    ast.keyword,
+    ast.MatchValue,
+    ast.arguments,  # a parameter's default: passed to a function, as a call's argument is
+)
 
 
 def _spells_a_suffix(text: str, parent: ast.AST | None) -> bool:
@@ -406,6 +414,8 @@ def _suffix_literals(tree: ast.AST) -> list[tuple[int, str]]:
         text, parent = node.value, parents.get(node)
         if isinstance(parent, ast.Expr):
             continue  # a docstring
+        while isinstance(parent, (ast.Tuple, ast.List)):
+            parent = parents.get(parent)  # an item of a tuple is where the tuple is
         if _spells_a_suffix(text, parent):
             found.append((node.lineno, text))
     return sorted(found)
