@@ -57,8 +57,8 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         "front doors",
-        "each user-facing recipe built on the engine; ready-made summarizers; the benchmark",
-        ("slimcache.recipes", "slimcache.llm", "slimcache.bench"),
+        "each user-facing recipe on the engine; ready-made summarizers; the benchmark; telemetry",
+        ("slimcache.recipes", "slimcache.llm", "slimcache.bench", "slimcache.telemetry"),
     ),
     Layer(
         "entry points",
