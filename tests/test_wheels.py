@@ -50,7 +50,8 @@ def _venv(where: Path) -> Path:
 
 def _readme_example() -> str:
     text = (ROOT / "README.md").read_text()
-    return re.findall(r"```python\n(.*?)```", text, flags=re.S)[0]
+    example: str = re.findall(r"```python\n(.*?)```", text, flags=re.S)[0]
+    return example
 
 
 def _run(python: Path, *args: str, cwd: Path) -> str:
