@@ -55,6 +55,7 @@ from slimcache.messages import (
     CheckedMessages,
     Conversation,
     Message,
+    MessageT,
     RememberingCounter,
     TokenCounter,
     approx_tokens,
@@ -273,11 +274,11 @@ class SummarizeCompressor:
     @overload
     async def compress(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[MessageT],
         *,
         thread_id: str | int | None = None,
         force: bool = False,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[MessageT]: ...
 
     async def compress(
         self,
@@ -285,7 +286,7 @@ class SummarizeCompressor:
         *,
         thread_id: str | int | None = None,
         force: bool = False,
-    ) -> Conversation | list[dict[str, Any]]:
+    ) -> Conversation | list[Any]:
         """Compress a conversation.
 
         Args:
