@@ -559,8 +559,8 @@ def test_the_guide_includes_the_example() -> None:
 
 async def test_langchain_messages_given_to_compress_point_to_the_helpers() -> None:
     compressor = SummarizeCompressor(RecordingSummarizer())
+    wrong: Any = [HumanMessage("hi"), AIMessage("hello")]  # what a type checker refuses
     with pytest.raises(InvalidInput) as caught:
-        wrong: Any = [HumanMessage("hi"), AIMessage("hello")]  # what a type checker refuses
         await compressor.compress(wrong, thread_id="t")
     assert "got a LangChain HumanMessage" in str(caught.value)
     assert "slimcache.langchain.compress_langchain(compressor, messages" in str(caught.value)
