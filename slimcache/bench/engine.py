@@ -33,7 +33,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.bench.datasets import BenchConversation, Dataset, request_lengths
@@ -44,6 +43,7 @@ from slimcache.core.compressor import SummarizeCompressor
 from slimcache.messages import check_messages
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, SupportsGetMany
+from slimcache.stores.toolkit import redact_url
 
 __all__ = ["MODES", "ProgressSink", "check_modes", "redact_url", "run_bench", "thread_id_for"]
 
@@ -92,19 +92,6 @@ class _NoProgress:
 
     def advance(self) -> None:
         return None
-
-
-def redact_url(url: str) -> str:
-    """Hide the password of a URL, for printing."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url
-    if not password:
-        return url
-    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def thread_id_for(

@@ -1,8 +1,10 @@
 """The ``slimcache`` command: ``bench``, ``inspect`` and ``clear``.
 
-typer, rich and matplotlib come with the ``bench`` extra and are imported only when the
-command runs, so the library itself never needs them: the commands live in
-:mod:`slimcache.cli.bench` and :mod:`slimcache.cli.threads`, imported by :func:`build_app`.
+typer and rich come with the ``cli`` extra (which the ``bench`` extra includes, with the dataset,
+matplotlib and the SQLite store) and are imported only when the command runs, so the library
+itself never needs them: the commands live in :mod:`slimcache.cli.bench` and
+:mod:`slimcache.cli.threads`, imported by :func:`build_app`. ``inspect`` and ``clear`` need only
+the ``cli`` extra (and the adapter of the store they are given).
 """
 
 from __future__ import annotations
@@ -16,26 +18,29 @@ from slimcache.cli.common import DEFAULT_STORE_URL, USAGE_ERROR
 if TYPE_CHECKING:
     import typer
 
-__all__ = ["DEFAULT_STORE_URL", "EXTRA_MESSAGE", "build_app", "main"]
+__all__ = ["BENCH_EXTRA_MESSAGE", "DEFAULT_STORE_URL", "EXTRA_MESSAGE", "build_app", "main"]
 
-EXTRA_MESSAGE = "slimcache bench needs its extra: pip install 'slimcache[bench]'"
+EXTRA_MESSAGE = "the slimcache command needs its extra: pip install 'slimcache[cli]'"
+BENCH_EXTRA_MESSAGE = "slimcache bench needs its extra: pip install 'slimcache[bench]'"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the ``slimcache`` command (the console-script entry point)."""
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
         app = build_app()
     except ImportError:
-        print(EXTRA_MESSAGE, file=sys.stderr)
+        bench = bool(args) and args[0] == "bench"
+        print(BENCH_EXTRA_MESSAGE if bench else EXTRA_MESSAGE, file=sys.stderr)
         raise SystemExit(USAGE_ERROR) from None
-    app(args=list(argv) if argv is not None else None, prog_name="slimcache")
+    app(args=args, prog_name="slimcache")
 
 
 def build_app() -> typer.Typer:
     """Build the typer application.
 
     Raises:
-        ImportError: typer or rich is not installed (the ``bench`` extra).
+        ImportError: typer or rich is not installed (the ``cli`` extra).
     """
     import rich  # noqa: F401 - fail here, with the extra's message, when rich is missing
     import typer
@@ -48,6 +53,8 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # Plain help: each option with its metavar (no "<bool>"), defaults wrapped, never cut.
+        rich_markup_mode=None,
     )
     bench.register(app)
     threads.register(app)

@@ -61,61 +61,79 @@ DEFAULT_MODES = ",".join(mode.replace("_", "-") for mode in MODES)
 
 # The options, in the order ``--help`` lists them.
 StoreOption = Annotated[
-    str, typer.Option(help="Store URL for the store modes (memory://, redis://, ...).")
+    str,
+    typer.Option(metavar="URL", help="Store URL for the store modes (memory://, redis://, ...)."),
 ]
 ConversationsOption = Annotated[
-    int, typer.Option("--conversations", "-n", min=1, help="Conversations to replay.")
+    int, typer.Option("--conversations", "-n", min=1, metavar="N", help="Conversations to replay.")
 ]
 DatasetOption = Annotated[
     str,
-    typer.Option(help="'chitchat', or your own OpenAI-format .json / .jsonl file."),
+    typer.Option(
+        metavar="NAME|FILE", help="'chitchat', or your own OpenAI-format .json / .jsonl file."
+    ),
 ]
 SummarizerOption = Annotated[
     str,
     typer.Option(
+        metavar="SUMMARIZER",
         help="'offline' (deterministic, no network), 'openai:MODEL' (any OpenAI-compatible "
         "server: OPENAI_API_KEY, optional OPENAI_BASE_URL) or 'anthropic:MODEL' "
-        "(ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL)."
+        "(ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL).",
     ),
 ]
 ModesOption = Annotated[
     str,
     typer.Option(
+        metavar="MODES",
         help="Modes to run, comma-separated: naive, memory, store (or slimcache), second-pass. "
-        "With a real model, 'slimcache,second-pass' skips the calls of the other two."
+        "With a real model, 'slimcache,second-pass' skips the calls of the other two.",
     ),
 ]
 TemperatureOption = Annotated[
-    float, typer.Option(help="Temperature of a real model (openai:/anthropic:).")
+    float, typer.Option(metavar="T", help="Temperature of a real model (openai:/anthropic:).")
 ]
 TimeoutOption = Annotated[
     float,
-    typer.Option(min=0.001, help="Seconds one request to a real model may take."),
+    typer.Option(
+        min=0.001, metavar="SECONDS", help="Seconds one request to a real model may take."
+    ),
 ]
 MaxRetriesOption = Annotated[
     int,
-    typer.Option(min=0, help="Retries of a failed request to a real model (429, 5xx, timeouts)."),
+    typer.Option(
+        min=0, metavar="N", help="Retries of a failed request to a real model (429, 5xx, timeouts)."
+    ),
 ]
 PriceOption = Annotated[
     float,
-    typer.Option(min=0.0, help="Dollars per million summarizer input tokens."),
+    typer.Option(min=0.0, metavar="DOLLARS", help="Dollars per million summarizer input tokens."),
 ]
 JsonOption = Annotated[
-    Path | None, typer.Option("--json", help="Write every figure to this JSON file.")
+    Path | None,
+    typer.Option("--json", metavar="FILE", help="Write every figure to this JSON file."),
 ]
 PlotOption = Annotated[
-    Path | None, typer.Option(help="Write a PNG of cumulative summarizer input tokens.")
+    Path | None,
+    typer.Option(metavar="FILE", help="Write a PNG of cumulative summarizer input tokens."),
 ]
 ThresholdOption = Annotated[
-    int, typer.Option(min=1, help="Summarize when the window holds more messages.")
+    int, typer.Option(min=1, metavar="N", help="Summarize when the window holds more messages.")
 ]
-KeepOption = Annotated[int, typer.Option(min=1, help="Messages kept verbatim after summarizing.")]
-StrategyOption = Annotated[str, typer.Option(help="extend, concat, hybrid or replace.")]
-SummaryTokensOption = Annotated[int, typer.Option(min=1, help="Token budget of a summary.")]
+KeepOption = Annotated[
+    int, typer.Option(min=1, metavar="N", help="Messages kept verbatim after summarizing.")
+]
+StrategyOption = Annotated[
+    str, typer.Option(metavar="NAME", help="extend, concat, hybrid or replace.")
+]
+SummaryTokensOption = Annotated[
+    int, typer.Option(min=1, metavar="N", help="Token budget of a summary.")
+]
 CheckpointsOption = Annotated[
     int | None,
     typer.Option(
         min=1,
+        metavar="N",
         help="Ranges listed per thread (default: the compressor's).",
         show_default=False,
     ),
@@ -124,13 +142,14 @@ MinMessagesOption = Annotated[
     int | None,
     typer.Option(
         min=0,
+        metavar="N",
         help=f"Only conversations with at least this many messages "
         f"(default: {DEFAULT_MIN_MESSAGES} for chitchat, 0 for a file).",
         show_default=False,
     ),
 ]
 SeedOption = Annotated[
-    int, typer.Option(help="Which conversations are sampled when more are eligible.")
+    int, typer.Option(metavar="N", help="Which conversations are sampled when more are eligible.")
 ]
 
 

@@ -30,9 +30,11 @@ from slimcache.stores.protocol import Store
 
 __all__ = ["clear", "inspect", "register"]
 
-UrlArgument = Annotated[str, typer.Argument(help="Store URL.")]
-ThreadOption = Annotated[str, typer.Option(help="Thread id.")]
-NamespaceOption = Annotated[str, typer.Option(help="Key namespace of the compressor.")]
+UrlArgument = Annotated[str, typer.Argument(metavar="URL", help="Store URL.")]
+ThreadOption = Annotated[str, typer.Option(metavar="ID", help="Thread id.")]
+NamespaceOption = Annotated[
+    str, typer.Option(metavar="NAME", help="Key namespace of the compressor.")
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +48,9 @@ def inspect(
     thread: ThreadOption,
     history: Annotated[
         Path | None,
-        typer.Option(help="The conversation as JSON: also say whether each range is valid."),
+        typer.Option(
+            metavar="FILE", help="The conversation as JSON: also say whether each range is valid."
+        ),
     ] = None,
     namespace: NamespaceOption = "",
     summaries: Annotated[
@@ -54,7 +58,9 @@ def inspect(
     ] = False,
     fingerprint: Annotated[
         str,
-        typer.Option(help="The compressor's fingerprint setting: content or id."),
+        typer.Option(
+            metavar="content|id", help="The compressor's fingerprint setting: content or id."
+        ),
     ] = "content",
     wrapped: Annotated[
         bool,

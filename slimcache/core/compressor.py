@@ -16,11 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal, overload
 
-from slimcache._exceptions import (
-    InvalidInput,
-    StoreError,
-    SummarizerError,
-)
+from slimcache._exceptions import InvalidInput, StoreError, SummarizerError
 from slimcache.core.commit import CatchUpCommits, IndexWriter
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
@@ -51,6 +47,7 @@ from slimcache.core.settings import (
 )
 from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy, sends_previous
 from slimcache.core.summarizer import Prompts, Summarizer, summarizer_name
+from slimcache.core.telemetry import observed
 from slimcache.core.thread_cache import StoreIO, ThreadCache
 from slimcache.core.turns import PlannedRead, due_range, plan_read, take_turn
 from slimcache.messages import (
@@ -58,6 +55,7 @@ from slimcache.messages import (
     CheckedMessages,
     Conversation,
     Message,
+    MessageT,
     RememberingCounter,
     TokenCounter,
     approx_tokens,
@@ -276,11 +274,11 @@ class SummarizeCompressor:
     @overload
     async def compress(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[MessageT],
         *,
         thread_id: str | int | None = None,
         force: bool = False,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[MessageT]: ...
 
     async def compress(
         self,
@@ -288,7 +286,7 @@ class SummarizeCompressor:
         *,
         thread_id: str | int | None = None,
         force: bool = False,
-    ) -> Conversation | list[dict[str, Any]]:
+    ) -> Conversation | list[Any]:
         """Compress a conversation.
 
         Args:
@@ -320,6 +318,7 @@ class SummarizeCompressor:
             return Conversation(messages.thread_id, result.messages, metadata)
         return result.messages
 
+    @observed
     async def compress_detailed(
         self,
         messages: Conversation | Sequence[Message],
@@ -562,7 +561,7 @@ class SummarizeCompressor:
         self._stats.cache_hits += 1
         # The covered messages are the ones the entry was made from (their fingerprint matched),
         # so their tokens are the ones it recorded: a hit counts none of them again.
-        self._stats.naive_input_tokens += self._summarize_prompt_tokens() + entry.covered_tokens
+        work.naive_tokens = self._summarize_prompt_tokens() + entry.covered_tokens
         return await self._made(work, entry.summary, entry.start, entry.end, "hit", cached=True)
 
     def _summarize_prompt_tokens(self) -> int:
@@ -585,7 +584,8 @@ class SummarizeCompressor:
         cached: bool,
     ) -> CompressionResult:
         if outcome != "hit":
-            self._stats.naive_input_tokens += self._naive_tokens(work.checked, start, end)
+            work.naive_tokens = self._naive_tokens(work.checked, start, end)
+        self._stats.naive_input_tokens += work.naive_tokens
         messages = work.around(self._summary_message(summary, start, end), end)
         hook = "on_cache_hit" if outcome == "hit" else "on_compress"
         if self._hooks[hook] is not None:  # the event is built only for a hook that takes it

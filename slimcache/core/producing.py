@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slimcache.core import telemetry
 from slimcache.core.chunks import InputBound, Step
 from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
 from slimcache.core.strategies import Strategy
@@ -45,6 +46,7 @@ class Work:
     calls: int = 0
     input_tokens: int = 0
     new_messages: int = 0
+    naive_tokens: int = 0
     started: float = field(default_factory=time.perf_counter)
 
     def as_given(self, outcome: Outcome) -> CompressionResult:
@@ -80,6 +82,8 @@ class Work:
             summarizer_calls=self.calls,
             cached=cached,
             thread_id=self.thread_id,
+            input_tokens=self.input_tokens,
+            naive_tokens=self.naive_tokens,
         )
 
     def convo_compress_args(self, event: CompressEvent, summary: str) -> tuple[Any, ...]:
@@ -237,10 +241,13 @@ class SummaryProducer:
         self.stats.summarizer_input_tokens += sent
         work.calls += 1
         work.input_tokens += sent
+        call: Awaitable[str] = call_summarizer(
+            self.summarizer, messages, context, timeout=self.timeout
+        )
+        if telemetry.recorder is not None:  # process-wide metrics and a span, when turned on
+            call = telemetry.recorder.summarize(work.thread_id, task, sent, call, self.count)
         try:
-            summary = await call_summarizer(
-                self.summarizer, messages, context, timeout=self.timeout
-            )
+            summary = await call
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
             self.stats.add_report(context.report)

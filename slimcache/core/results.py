@@ -141,6 +141,9 @@ class CompressionResult:
         summarizer_calls: Summarizer calls made by this call.
         cached: Whether the summary is in the store.
         thread_id: The thread, or ``None``.
+        input_tokens: Tokens this call sent to the summarizer (0 for a cache hit).
+        naive_tokens: Tokens a compressor that re-summarizes everything outside the window on
+            every request would have sent for this call (see :attr:`Stats.tokens_saved`).
     """
 
     messages: list[dict[str, Any]]
@@ -150,3 +153,5 @@ class CompressionResult:
     summarizer_calls: int = 0
     cached: bool = False
     thread_id: str | None = None
+    input_tokens: int = 0
+    naive_tokens: int = 0

@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.stores.protocol import Store
-from slimcache.stores.toolkit import check_seconds
+from slimcache.stores.toolkit import check_seconds, redact_url
 
 __all__ = [
     "check_callables",
@@ -36,6 +37,11 @@ def check_store(store: object, *, optional: bool = True) -> None:
     Raises:
         ConfigurationError: It lacks async ``get``, ``set`` or ``delete``.
     """
+    if isinstance(store, str):
+        raise ConfigurationError(
+            f"store must be a store, not the URL string {redact_url(store)!r}: open it first, "
+            f"store=open_store({redact_url(store)!r})"
+        )
     if (store is not None or not optional) and not isinstance(store, Store):
         raise ConfigurationError(
             f"store must have async get, set and delete methods, got {type(store).__name__}"
@@ -50,6 +56,19 @@ def check_summarizer(summarizer: object) -> None:
     """
     if not callable(summarizer):
         raise ConfigurationError("summarizer must be a callable (messages, context) -> str")
+    try:
+        signature = inspect.signature(summarizer)
+    except (TypeError, ValueError):  # no signature to read (a builtin): it will tell when called
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        name = getattr(summarizer, "__qualname__", type(summarizer).__name__)
+        raise ConfigurationError(
+            f"summarizer must take two arguments, (messages, context); {name}{signature} "
+            "does not. Add the context (async def summarize(messages, context)), or keep your "
+            "summarize(messages) and cache it with cached_summarizer(store)"
+        ) from None
 
 
 def check_token_counter(token_counter: object) -> None:

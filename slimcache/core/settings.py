@@ -103,6 +103,16 @@ def resolve_policies(
     Raises:
         ConfigurationError: Either is not a policy, or they leave no hysteresis.
     """
+    for name, value, policy in (
+        ("trigger", trigger, "MessageThreshold"),
+        ("keep", keep, "KeepMessages"),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool):
+            tokens = "TokenThreshold" if name == "trigger" else "KeepTokens"
+            raise ConfigurationError(
+                f"{name} must be a policy, not the number {value}: write {name}={policy}({value}) "
+                f"(or {tokens}({value}) to count tokens)"
+            )
     resolved_trigger: Trigger = trigger if trigger is not None else MessageThreshold(20)
     resolved_keep: Keep = keep if keep is not None else KeepMessages(default_keep)
     if not isinstance(resolved_trigger, Trigger):

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from slimcache._exceptions import ConfigurationError, StoreError, StoreTimeout
+from slimcache.core import telemetry
 from slimcache.core.results import Stats
 from slimcache.stores.entries import SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys
@@ -166,9 +167,11 @@ class StoreIO:
         ``StoreError``: whatever a user's store raises, even before it returns a coroutine."""
         try:
             call = method(*args, **kwargs)
-            if self._bound is None:
-                return await call
-            return await run_bounded(call, self._bound)
+            if self._bound is not None:
+                call = run_bounded(call, self._bound)
+            if telemetry.recorder is not None:  # process-wide metrics and a span, when turned on
+                call = telemetry.recorder.store_call(self.store, method, call)
+            return await call
         except asyncio.TimeoutError as exc:
             self.stats.store_errors += 1
             self.timeouts += 1

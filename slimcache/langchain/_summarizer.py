@@ -216,10 +216,10 @@ def as_langchain_summarizer(
     require_langchain()
     from langchain_core.runnables import RunnableLambda
 
-    from slimcache.core.settings import SummaryFormat
+    from slimcache.core.settings import SummaryFormat, check_summarizer
 
-    if not callable(summarizer):
-        raise ConfigurationError(f"summarizer must be callable, got {summarizer!r}")
+    if not isinstance(summarizer, CachedSummarizer):
+        check_summarizer(summarizer)  # (messages, context); a plain function goes cached
     resolved = SummaryFormat(max_summary_tokens=max_summary_tokens, prompts=prompts)
     prompt = resolved.resolved_prompts.summarize.replace(
         "{max_tokens}", str(resolved.max_summary_tokens)

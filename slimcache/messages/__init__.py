@@ -15,7 +15,7 @@ from slimcache.messages.tokens import (
     count_message_tokens,
 )
 from slimcache.messages.transcript import message_text, render_transcript
-from slimcache.messages.types import PINNED_ROLES, ROLES, Message, TokenCounter
+from slimcache.messages.types import PINNED_ROLES, ROLES, Message, MessageT, TokenCounter
 
 __all__ = [
     "DEFAULT_MESSAGE_OVERHEAD",
@@ -27,6 +27,7 @@ __all__ = [
     "Conversation",
     "LazyTokens",
     "Message",
+    "MessageT",
     "RememberingCounter",
     "TokenCounter",
     "approx_tokens",

@@ -113,6 +113,18 @@ def _fail(rule: str, index: int | None = None) -> InvalidInput:
     return InvalidInput(rule, index=index)
 
 
+def _not_a_dict(message: object) -> str:
+    """The rule a message that is no dict breaks, with the way in for LangChain's messages."""
+    kind = type(message).__name__
+    if type(message).__module__.split(".")[0].startswith("langchain"):
+        return (
+            f"each message must be a dict, got a LangChain {kind}: compress LangChain messages "
+            "with slimcache.langchain.compress_langchain(compressor, messages, thread_id=...), "
+            "or convert them with from_langchain() and back with to_langchain()"
+        )
+    return f"each message must be a dict, got {kind}"
+
+
 def _check_content(message: Message, index: int, role: str, has_calls: bool) -> None:
     if "content" not in message or message["content"] is None:
         if ROLE_ALIASES.get(role, role) == "assistant" and has_calls:
@@ -439,7 +451,7 @@ def _check_each(
     answered_unit_start = -1
     for index, message in enumerate(messages):
         if type(message) is not dict and not isinstance(message, Mapping):
-            raise _fail(f"each message must be a dict, got {type(message).__name__}", index)
+            raise _fail(_not_a_dict(message), index)
         role = message.get("role")
         if not isinstance(role, str) or role not in ROLES:
             raise _unknown_role(role, index)

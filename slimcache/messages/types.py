@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "INT_ID_KIND",
@@ -14,11 +14,18 @@ __all__ = [
     "ROLE_ALIASES",
     "STR_ID_KIND",
     "Message",
+    "MessageT",
     "TokenCounter",
 ]
 
 Message = Mapping[str, Any]
 """An OpenAI-style chat message: ``{"role": ..., "content": ...}`` plus optional fields."""
+
+MessageT = TypeVar("MessageT", bound=Message)
+"""The type of the messages a front door was given, which it gives back: a plain ``dict``, or
+an SDK's message type (the OpenAI SDK's ``ChatCompletionMessageParam``, Anthropic's
+``MessageParam``), so the result passes to that SDK under ``mypy --strict``. The summary
+message slimcache adds is a plain ``{"role": ..., "content": ...}`` dict of the same shape."""
 
 TokenCounter = Callable[[str], int]
 """Counts the tokens of a text; plug in tiktoken or your provider's tokenizer."""

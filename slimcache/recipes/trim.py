@@ -17,6 +17,7 @@ from slimcache.messages import (
     CheckedMessages,
     Conversation,
     Message,
+    MessageT,
     TokenCounter,
     approx_tokens,
     check_messages,
@@ -94,15 +95,15 @@ class TrimCompressor:
 
     @overload
     async def compress(
-        self, messages: Sequence[Message], *, thread_id: str | int | None = None
-    ) -> list[dict[str, Any]]: ...
+        self, messages: Sequence[MessageT], *, thread_id: str | int | None = None
+    ) -> list[MessageT]: ...
 
     async def compress(
         self,
         messages: Conversation | Sequence[Message],
         *,
         thread_id: str | int | None = None,
-    ) -> Conversation | list[dict[str, Any]]:
+    ) -> Conversation | list[Any]:
         """Trim a conversation to the budget.
 
         Args:

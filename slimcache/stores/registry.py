@@ -27,6 +27,7 @@ from typing import Any
 from slimcache._exceptions import ConfigurationError, MissingExtraError
 from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store
+from slimcache.stores.toolkit import redact_url
 
 __all__ = ["ENTRY_POINT_GROUP", "open_store", "store_schemes"]
 
@@ -219,7 +220,9 @@ def _store_for_object(obj: object, options: dict[str, Any]) -> Store:
 def _scheme_of(url: str) -> str:
     scheme, sep, _ = url.partition("://")
     if not sep or not scheme:
-        raise ConfigurationError(f"store URL {url!r} has no scheme (expected e.g. 'redis://...')")
+        raise ConfigurationError(
+            f"store URL {redact_url(url)!r} has no scheme (expected e.g. 'redis://...')"
+        )
     return scheme.lower()
 
 

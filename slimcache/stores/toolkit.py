@@ -36,9 +36,11 @@ The rules they share:
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+import re
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
@@ -66,6 +68,8 @@ __all__ = [
     "combine_options",
     "decode_value",
     "positive_int",
+    "redact_url",
+    "reject_unknown_options",
     "run_bounded",
     "run_op",
     "store_error",
@@ -181,6 +185,62 @@ def check_seconds(name: str, value: object, *, allow_none: bool = False) -> floa
     return float(value)
 
 
+# Query options whose values are secrets, wherever a URL names them (password=, ...token=).
+_SECRET_OPTION = re.compile(r"pass|pwd|secret|token|credential|key", re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit to print: its password, and the values of query options that look secret
+    (``password``, ``aws_secret_access_key``, ``...token``), replaced by ``***``.
+
+    Every message and log line about a store URL shows it through this. A password holding a
+    raw ``/``, ``?`` or ``@`` is hidden too: the user part ends at the last ``@`` before the
+    query.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:  # no scheme: the user part, if any, starts the string
+        scheme, rest = "", url
+    query_at = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    at = rest.rfind("@", 0, query_at)
+    if at >= 0 and ":" in rest[:at]:
+        user = rest[:at].split(":", 1)[0]
+        rest = f"{user}:***{rest[at:]}"
+        query_at = rest.find("?") if "?" in rest else len(rest)
+    if query_at < len(rest) and rest[query_at] == "?":
+        head, _, tail = rest[query_at + 1 :].partition("#")
+        pairs = [
+            (name, "***" if _SECRET_OPTION.search(name) and value else value)
+            for name, _, value in (pair.partition("=") for pair in head.split("&"))
+        ]
+        query = "&".join(f"{name}={value}" if value else name for name, value in pairs)
+        rest = rest[: query_at + 1] + query + (f"#{tail}" if tail else "")
+    return f"{scheme}://{rest}" if sep else rest
+
+
+def reject_unknown_options(url: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse a URL query option no one reads, before anything is opened.
+
+    Args:
+        url: The URL (printed redacted).
+        given: The options the URL's query holds.
+        known: Every option the store or its driver reads.
+
+    Raises:
+        ConfigurationError: Naming the first unknown option, a known one it resembles, and
+            the known ones.
+    """
+    names = sorted(set(known))
+    for name in given:
+        if name in names:
+            continue
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigurationError(
+            f"unknown option {name!r} in store URL {redact_url(url)}{hint} "
+            f"(known: {', '.join(names)})"
+        )
+
+
 def combine_options(
     url: str, url_options: Mapping[str, str], keywords: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -201,7 +261,8 @@ def combine_options(
     for name, value in url_options.items():
         if name in merged:
             raise ConfigurationError(
-                f"option {name!r} is given both in the URL {url!r} and as a keyword argument; "
+                f"option {name!r} is given both in the URL {redact_url(url)} and as a keyword "
+                "argument; "
                 "give it one way"
             )
         merged[name] = value

@@ -58,15 +58,15 @@ class NotAStore:
 NOT_CALLABLE = ["print", 5]
 POSITIVE_INT = ["10", 0, -3, True, 2.5, None]
 SECONDS_OR_NONE = ["5", 0, -1.0, True, math.inf, math.nan, [5]]
-STORE = ["redis://localhost:6379/0", 5, NotAStore()]
+STORE = ["redis://localhost:6379/0", 5, NotAStore(), "memory://"]
 
 # Wrong values by argument name; an argument means the same in every front door taking it.
 BAD: dict[str, list[Any]] = {
-    "summarizer": [None, "gpt-4o", 5],
+    "summarizer": [None, "gpt-4o", 5, plain_summarize],
     "summarize": [None, "gpt-4o", 5],
     "store": STORE,
-    "trigger": [5, "messages", KeepMessages(3)],
-    "keep": [5, "all", MessageThreshold(3)],
+    "trigger": [5, "messages", KeepMessages(3), 6.5],
+    "keep": [5, "all", MessageThreshold(3), 4.0],
     "strategy": ["merge", "custom", 5, None],
     "max_summary_tokens": POSITIVE_INT,
     # 100 leaves no room beside the prompt and a previous summary of the default 1,000 tokens.
@@ -404,3 +404,34 @@ def test_an_input_bound_must_leave_room_for_a_summary_and_as_many_messages() -> 
     long_prompt = Prompts(summarize="Summarize. " + "Keep every detail. " * 2000)
     compressor = SummarizeCompressor(RecordingSummarizer(), prompts=long_prompt)
     assert compressor._bound.limit == compressor._bound.prompt_tokens + 2 * 1000
+
+
+HINTS: list[tuple[dict[str, Any], str]] = [
+    (
+        {"trigger": 6},
+        "trigger must be a policy, not the number 6: write trigger=MessageThreshold(6)",
+    ),
+    ({"keep": 4}, "write keep=KeepMessages(4) (or KeepTokens(4) to count tokens)"),
+    (
+        {"store": "redis://app:pw0rd@cache:6379/0"},
+        "not the URL string 'redis://app:***@cache:6379/0': open it first, "
+        "store=open_store('redis://app:***@cache:6379/0')",
+    ),
+    ({"summarizer": plain_summarize}, "summarizer must take two arguments, (messages, context)"),
+]
+
+
+HINT_CASES = [
+    pytest.param(door, given, hint, id=f"{door.__name__}-{next(iter(given))}")
+    for door in (SummarizeCompressor, SlidingWindow, ConversationCompressor)
+    for given, hint in HINTS
+    if set(given) <= set(parameters(door))
+]
+
+
+@pytest.mark.parametrize(("door", "given", "hint"), HINT_CASES)
+def test_a_likely_mix_up_gets_a_hint(door: Callable[..., Any], given: Any, hint: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        FRONT_DOORS[door](CountingStore(), **given)
+    assert hint in str(caught.value)
+    assert "pw0rd" not in str(caught.value)

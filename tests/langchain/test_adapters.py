@@ -92,7 +92,7 @@ async def test_a_cached_summarize_function_serves_a_replay_from_the_store(
 
 
 def test_as_langchain_summarizer_checks_its_arguments() -> None:
-    with pytest.raises(ConfigurationError, match="summarizer must be callable"):
+    with pytest.raises(ConfigurationError, match="summarizer must be a callable"):
         as_langchain_summarizer("gpt-4o")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="max_summary_tokens"):
         as_langchain_summarizer(RecordingSummarizer(), max_summary_tokens=0)

@@ -555,3 +555,12 @@ def test_the_guide_includes_the_example() -> None:
     guide = (ROOT / "docs" / "guides" / "langchain.md").read_text()
     assert guide.startswith("# ")
     assert '```python\n--8<-- "examples/langchain_messages.py"\n```' in guide
+
+
+async def test_langchain_messages_given_to_compress_point_to_the_helpers() -> None:
+    compressor = SummarizeCompressor(RecordingSummarizer())
+    wrong: Any = [HumanMessage("hi"), AIMessage("hello")]  # what a type checker refuses
+    with pytest.raises(InvalidInput) as caught:
+        await compressor.compress(wrong, thread_id="t")
+    assert "got a LangChain HumanMessage" in str(caught.value)
+    assert "slimcache.langchain.compress_langchain(compressor, messages" in str(caught.value)

@@ -34,6 +34,7 @@ import re
 from urllib.parse import unquote
 
 from slimcache import ConfigurationError
+from slimcache.stores import redact_url
 
 __all__ = ["cluster_key", "defeats_hash_tags", "parse_cluster_nodes"]
 
@@ -111,11 +112,13 @@ def _parse_node(text: str, url: str) -> tuple[str, int]:
         if not sep:
             host, port_text = text, None
     if not host:
-        raise ConfigurationError(f"node {text!r} of {url!r} names no host")
+        raise ConfigurationError(f"node {text!r} of {redact_url(url)!r} names no host")
     if port_text is None or port_text == "":
         return unquote(host), DEFAULT_PORT
     if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ConfigurationError(f"node {text!r} of {url!r} has an invalid port {port_text!r}")
+        raise ConfigurationError(
+            f"node {text!r} of {redact_url(url)!r} has an invalid port {port_text!r}"
+        )
     return unquote(host), int(port_text)
 
 
@@ -135,5 +138,7 @@ def parse_cluster_nodes(netloc: str, url: str) -> tuple[str, list[tuple[str, int
     userinfo, at, hosts = netloc.rpartition("@")
     nodes = [_parse_node(part.strip(), url) for part in hosts.split(",") if part.strip()]
     if not nodes:
-        raise ConfigurationError(f"{url!r} names no cluster node (expected host:port[,...])")
+        raise ConfigurationError(
+            f"{redact_url(url)!r} names no cluster node (expected host:port[,...])"
+        )
     return (userinfo + at), nodes

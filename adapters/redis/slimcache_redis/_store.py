@@ -7,6 +7,7 @@ per thread (see :mod:`slimcache_redis._cluster`) and batch reads are split by ha
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -14,7 +15,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio
 from redis.asyncio.cluster import ClusterNode
-from redis.asyncio.connection import SSLConnection, parse_url
+from redis.asyncio.connection import (
+    URL_QUERY_ARGUMENT_PARSERS,
+    Connection,
+    SSLConnection,
+    UnixDomainSocketConnection,
+    parse_url,
+)
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.client import NEVER_DECODE
@@ -38,6 +45,8 @@ from slimcache.stores import (
     combine_options,
     decode_value,
     positive_int,
+    redact_url,
+    reject_unknown_options,
     run_op,
     validate_ttl,
 )
@@ -174,6 +183,32 @@ _STORE_OPTIONS = (
 )
 
 
+def _known_url_options(scheme: str) -> frozenset[str]:
+    """Every query option a URL of ``scheme`` may hold: the store's, and those redis-py reads
+    (its URL parsers, and the connection's and, for a cluster, the cluster client's keywords).
+    """
+    connection: type = (
+        UnixDomainSocketConnection
+        if scheme == "unix"
+        else SSLConnection
+        if scheme.startswith("rediss")
+        else Connection
+    )
+    classes: list[type] = list(connection.__mro__)
+    if scheme in _CLUSTER_SCHEMES:
+        classes.append(redis.asyncio.RedisCluster)
+    names = set(_STORE_OPTIONS) | set(URL_QUERY_ARGUMENT_PARSERS)
+    for cls in classes:
+        init = vars(cls).get("__init__")
+        if init is None:
+            continue
+        for parameter in inspect.signature(init).parameters.values():
+            if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                names.add(parameter.name)
+    names.discard("self")
+    return frozenset(names)
+
+
 def _split_query(url: str) -> tuple[str, dict[str, str]]:
     """Return ``url`` without the options the store reads, and every query option it had.
 
@@ -183,7 +218,9 @@ def _split_query(url: str) -> tuple[str, dict[str, str]]:
     options: dict[str, str] = {}
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in options:
-            raise ConfigurationError(f"option {name!r} appears more than once in {url!r}")
+            raise ConfigurationError(
+                f"option {name!r} appears more than once in {redact_url(url)!r}"
+            )
         options[name] = value
     rest = urlencode(
         [(name, value) for name, value in options.items() if name not in _STORE_OPTIONS]
@@ -213,7 +250,8 @@ def _cluster_client(
     parts = urlsplit(client_url)
     if parts.path not in ("", "/", "/0"):
         raise ConfigurationError(
-            f"a Redis Cluster has only database 0; {url!r} names {parts.path.lstrip('/')!r}"
+            f"a Redis Cluster has only database 0; {redact_url(url)!r} "
+            f"names {parts.path.lstrip('/')!r}"
         )
     userinfo, nodes = parse_cluster_nodes(parts.netloc, url)
     base = "rediss" if parts.scheme.lower().startswith("rediss") else "redis"
@@ -224,7 +262,9 @@ def _cluster_client(
             parse_url(urlunsplit((base, f"{userinfo}localhost", "", parts.query, "")))
         )
     except ValueError as exc:
-        raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
+        raise ConfigurationError(
+            f"invalid Redis URL or option for {redact_url(url)!r}: {exc}"
+        ) from exc
     for name in ("host", "port"):
         parsed.pop(name, None)
     if parsed.pop("connection_class", None) is SSLConnection:
@@ -233,7 +273,9 @@ def _cluster_client(
     try:
         return redis.asyncio.RedisCluster(startup_nodes=startup, **parsed, **options)
     except (ValueError, TypeError, RedisClusterException) as exc:
-        raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
+        raise ConfigurationError(
+            f"invalid Redis URL or option for {redact_url(url)!r}: {exc}"
+        ) from exc
 
 
 async def _gather_all(calls: Sequence[Awaitable[_T]]) -> list[_T]:
@@ -336,7 +378,7 @@ class RedisStore(CallBoundedStore):
         for TLS), naming one or more nodes to discover the cluster from. Every option may be
         given in the URL's query (``redis://localhost/0?prefix=myapp:&timeout=2``) or as a
         keyword argument, but not both ways at once. Query options the store does not read go
-        to redis-py.
+        to redis-py; one that neither reads (a misspelling) is refused at once.
 
         Args:
             url: The Redis URL.
@@ -357,8 +399,9 @@ class RedisStore(CallBoundedStore):
             A store that closes its client on :meth:`aclose`. No connection is opened yet.
 
         Raises:
-            ConfigurationError: The URL or an option is invalid, or an option is given both in
-                the URL and as a keyword argument.
+            ConfigurationError: The URL or an option is invalid or unknown, or an option is
+                given both in the URL and as a keyword argument. Messages show the URL with
+                its password hidden.
         """
         if not isinstance(url, str):
             raise ConfigurationError(f"url must be a string, got {type(url).__name__}")
@@ -366,9 +409,10 @@ class RedisStore(CallBoundedStore):
         if scheme not in _SCHEMES + _CLUSTER_SCHEMES:
             raise ConfigurationError(
                 "url must start with redis://, rediss://, unix://, redis+cluster:// or "
-                f"rediss+cluster://, got {url!r}"
+                f"rediss+cluster://, got {redact_url(url)!r}"
             )
         client_url, url_options = _split_query(url)
+        reject_unknown_options(url, url_options, _known_url_options(scheme))
         keywords: dict[str, Any] = {
             "prefix": prefix,
             "timeout": timeout,
@@ -399,7 +443,9 @@ class RedisStore(CallBoundedStore):
             try:
                 client = redis.asyncio.Redis.from_url(client_url, **options)
             except (ValueError, TypeError) as exc:
-                raise ConfigurationError(f"invalid Redis URL or option for {url!r}: {exc}") from exc
+                raise ConfigurationError(
+                    f"invalid Redis URL or option for {redact_url(url)!r}: {exc}"
+                ) from exc
         return cls(client, prefix=store_prefix, owns_client=True, timeout=bound)
 
     @property

@@ -28,6 +28,7 @@ from slimcache.stores import (
     check_seconds,
     combine_options,
     decode_value,
+    redact_url,
     validate_ttl,
 )
 from slimcache_s3._keys import body_value, encode_body, object_key, validate_prefix
@@ -297,14 +298,14 @@ class S3Store(BoundedStore):
             raise ConfigurationError(f"store URL must be a string, got {type(url).__name__}")
         parts = urlsplit(url)
         if parts.scheme.lower() != "s3":
-            raise ConfigurationError(f"S3Store needs an s3:// URL, got {url!r}")
+            raise ConfigurationError(f"S3Store needs an s3:// URL, got {redact_url(url)!r}")
         if parts.username is not None or parts.password is not None or ":" in parts.netloc:
             raise ConfigurationError(
                 "an s3:// URL names only the bucket (s3://bucket/prefix); pass credentials and "
                 "the endpoint as options"
             )
         if parts.fragment:
-            raise ConfigurationError(f"an s3:// URL has no fragment, got {url!r}")
+            raise ConfigurationError(f"an s3:// URL has no fragment, got {redact_url(url)!r}")
         bucket = validate_bucket_name(parts.netloc)
         path = unquote(parts.path).lstrip("/")
         if prefix is None:
@@ -327,7 +328,7 @@ class S3Store(BoundedStore):
         try:
             pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
         except ValueError:
-            raise ConfigurationError(f"malformed query in store URL {url!r}") from None
+            raise ConfigurationError(f"malformed query in store URL {redact_url(url)!r}") from None
         url_options: dict[str, str] = {}
         for name, value in pairs:
             target = _URL_OPTIONS.get(name)

@@ -20,6 +20,7 @@ import sqlite3
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from inspect import signature
 from typing import Any, Final, TypeVar, cast
 
 from sqlalchemy import (
@@ -63,6 +64,8 @@ from slimcache.stores import (
     combine_options,
     decode_value,
     positive_int,
+    redact_url,
+    reject_unknown_options,
     store_error,
     validate_ttl,
 )
@@ -96,6 +99,32 @@ _STORE_OPTIONS: Final = (
     "connect_timeout",
     "command_timeout",
 )
+
+
+# What SQLAlchemy's pysqlite dialect reads of a SQLite URL's query, and the parameters of a
+# SQLite URI (with uri=true they go to SQLite itself).
+_SQLITE_URL_OPTIONS: Final = frozenset(
+    {"uri", "timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements"}
+    | {"mode", "cache", "immutable", "nolock", "psow", "vfs", "modeof"}
+)
+# What SQLAlchemy's asyncpg dialect reads itself; the rest go to asyncpg.connect().
+_ASYNCPG_DIALECT_OPTIONS: Final = frozenset(
+    {"prepared_statement_cache_size", "prepared_statement_name_func"}
+)
+
+
+def _known_url_options(drivername: str) -> frozenset[str]:
+    """Every query option a URL of ``drivername`` may hold: the store's and its driver's."""
+    known = set(_STORE_OPTIONS)
+    if drivername.startswith("sqlite"):
+        return frozenset(known | _SQLITE_URL_OPTIONS)
+    known |= _ASYNCPG_DIALECT_OPTIONS
+    try:
+        asyncpg = importlib.import_module("asyncpg")
+    except ImportError:  # from_url says what to install, once the options are right
+        return frozenset(known | {"ssl", "server_settings", "timeout", "command_timeout"})
+    parameters = signature(asyncpg.connect).parameters
+    return frozenset(known | set(parameters) - {"dsn", "loop", "connection_class"})
 
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
@@ -392,7 +421,8 @@ class SQLStore(CallBoundedStore):
 
         The options named below may also be given in the URL's query
         (``sqlite+aiosqlite:///cache.db?table=summaries&timeout=2``), but not both ways at once;
-        other query options go to the driver.
+        other query options go to the driver, and one the driver does not read either (a
+        misspelling) is refused at once.
 
         Args:
             url: ``sqlite+aiosqlite:///path/to/file.db`` or
@@ -416,8 +446,9 @@ class SQLStore(CallBoundedStore):
             A store that disposes of its engine in :meth:`aclose`.
 
         Raises:
-            ConfigurationError: The URL, table name or an option is invalid, or an option is
-                given both in the URL and as a keyword argument.
+            ConfigurationError: The URL (a port that is no number included), table name or an
+                option is invalid or unknown, or an option is given both in the URL and as a
+                keyword argument. Messages show the URL with its password hidden.
             MissingExtraError: The URL's driver is not installed.
         """
         parsed = cls._parse_url(url)
@@ -425,9 +456,12 @@ class SQLStore(CallBoundedStore):
         for name in _STORE_OPTIONS:
             value = parsed.query.get(name)
             if isinstance(value, tuple):
-                raise ConfigurationError(f"option {name!r} appears more than once in {url!r}")
+                raise ConfigurationError(
+                    f"option {name!r} appears more than once in {redact_url(url)!r}"
+                )
             if value is not None:
                 url_options[name] = value
+        reject_unknown_options(url, parsed.query, _known_url_options(parsed.drivername))
         parsed = parsed.difference_update_query(list(url_options))
         keywords = {
             "table": table,
@@ -486,8 +520,10 @@ class SQLStore(CallBoundedStore):
             raise ConfigurationError(f"url must be a string, got {type(url).__name__}")
         try:
             parsed = make_url(url)
-        except ArgumentError as exc:
-            raise ConfigurationError(f"url is not a valid database URL: {exc}") from None
+        except (ArgumentError, ValueError) as exc:  # ValueError: a port that is no number
+            raise ConfigurationError(
+                f"url {redact_url(url)!r} is not a valid database URL: {exc}"
+            ) from None
         if parsed.drivername not in _DRIVERS:
             known = ", ".join(f"{name}://" for name in _DRIVERS)
             raise ConfigurationError(

@@ -1,0 +1,79 @@
+"""Where the engine reports what it does to process-wide telemetry, when that is turned on.
+
+Off by default: :data:`recorder` is ``None``, nothing is imported for it, and each place that
+reports costs one attribute read. :func:`slimcache.telemetry.instrument` sets a
+:class:`Recorder` (OpenTelemetry's), which then wraps four things: a compression
+(:func:`observed`), a summarizer call, a store call and a wait for another worker's lease.
+
+A recorder is given the thread id, never message text: it hashes the id itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from slimcache.core.results import CompressionResult
+    from slimcache.messages import TokenCounter
+
+__all__ = ["Recorder", "observed", "recorder"]
+
+_T = TypeVar("_T")
+_S = TypeVar("_S")
+_P = ParamSpec("_P")
+
+
+class Recorder(Protocol):
+    """Receives what the engine does; each method wraps one awaitable and returns its result."""
+
+    def compress(
+        self, thread_id: object, call: Awaitable[CompressionResult]
+    ) -> Awaitable[CompressionResult]:
+        """Observe one compression of ``thread_id`` (``None``: no thread)."""
+        ...
+
+    def summarize(
+        self,
+        thread_id: str | None,
+        task: str,
+        input_tokens: int,
+        call: Awaitable[str],
+        count: TokenCounter,
+    ) -> Awaitable[str]:
+        """Observe one summarizer call sent ``input_tokens``; ``count`` counts its reply."""
+        ...
+
+    def store_call(
+        self, store: object, method: Callable[..., Any], call: Awaitable[_T]
+    ) -> Awaitable[_T]:
+        """Observe one store call (one round trip) of ``method`` on ``store``."""
+        ...
+
+    def lease_waited(self) -> None:
+        """Count one request that waited for another worker summarizing its thread."""
+        ...
+
+
+recorder: Recorder | None = None
+"""The process-wide recorder; ``None`` (the default) reports nothing."""
+
+
+def observed(
+    method: Callable[Concatenate[_S, _P], Coroutine[Any, Any, CompressionResult]],
+) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, CompressionResult]]:
+    """Report each call of a compressor's ``compress_detailed(messages, *, thread_id=...)``."""
+
+    async def compress_detailed(
+        self: _S, /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> CompressionResult:
+        if recorder is None:
+            return await method(self, *args, **kwargs)
+        thread_id = kwargs.get("thread_id")
+        if thread_id is None and args:  # a Conversation carries its own
+            thread_id = getattr(args[0], "thread_id", None)
+        return await recorder.compress(thread_id, method(self, *args, **kwargs))
+
+    functools.update_wrapper(compress_detailed, method)
+    return compress_detailed
