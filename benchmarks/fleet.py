@@ -1,0 +1,425 @@
+"""A fleet of stateless workers on one shared store: CPU per request, and duplicate summaries.
+
+``N`` worker processes (default 4) each replay the same ``T`` threads (default 1,000) turn by
+turn, as stateless chat servers behind a load balancer would if every request went to all of
+them: request ``k`` of a thread carries its history up to and including the ``k``-th user
+message (24 turns: histories of up to 48 messages, a system prompt and 47 turns). Every request
+builds a new :class:`~slimcache.SummarizeCompressor` with the default settings on the
+process's one store. Each process keeps ``--in-flight`` requests going at once (default 64):
+that many lanes, each replaying one thread's turns in order, then the next thread.
+
+The conversations are real ones: the chitchat dataset's conversations of at least 48 messages
+(885 of them, reused round-robin past that count; ``--data synthetic`` for generated turns).
+The summarizer takes ``--delay`` seconds (default 50 ms, a sleep) and appends one line per call
+to a log shared by every process (``O_APPEND``, one ``write`` per line), so the parent counts
+the calls of the whole fleet and the duplicates: the same thread and range summarized twice.
+
+Printed, for the timed run only (the processes load the data and connect first, then start
+together):
+
+- requests/s of the fleet, and per worker;
+- worker CPU per request: the workers' CPU time (user + system, ``os.times``) / requests;
+- server CPU per request, where the server is local (``/proc/<pid>/stat`` of every server
+  process: the one the benchmark starts, or ``--server-pid``);
+- summarizer calls, duplicate summarizations, requests that failed (by exception type, with
+  the longest time a failed request took), and served summaries that did not cover exactly
+  the range they claimed for their own thread (``stale``);
+- ``lost``: after the run, the parent asks for every thread's last request again with a fresh
+  compressor; anything but a hit with no summarizer call means a summary the fleet made is not
+  in the store.
+
+Usage::
+
+    uv run python benchmarks/fleet.py [--workers 4] [--threads 1000] [--turns 24]
+        [--in-flight 64] [--delay 0.05] [--store URL [--server-pid PID ...]]
+        [--cluster [--replicas 1 --kill-primary-after SECONDS]] [--data chitchat|synthetic]
+        [--profile OUT]
+
+Without ``--store`` it starts a ``redis-server`` of its own (the test suite's, on loopback);
+``--cluster`` starts the test suite's three-primary Redis Cluster instead, with ``--replicas``
+replicas per primary. ``--kill-primary-after S`` kills (SIGKILL) the primary of the first slot
+range ``S`` seconds into the run, so a replica takes over. ``--profile OUT`` writes a cProfile
+of the first worker to ``OUT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import itertools
+import multiprocessing
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Run as a script, only ``benchmarks/`` is on the path: make the repository root importable
+# (the test servers live there).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from slimcache import Message, StoreError, SummarizeCompressor, SummaryContext, open_store
+from slimcache.stores import SupportsClose
+from tests.servers.redis_cluster import RedisClusterServers
+from tests.servers.redis_server import RedisServer, find_redis_server
+
+# Named, so that the parent (a script's __main__) and the workers (__mp_main__) agree.
+SUMMARIZER_ID = "fleet"
+
+# Seconds a worker waits for the others to be ready before giving up.
+_READY_TIMEOUT = 300.0
+
+
+# -- conversations ------------------------------------------------------------------------------
+
+
+def conversations(kind: str, turns: int) -> list[list[dict[str, Any]]]:
+    """Conversations of at least ``turns`` user turns: chitchat's, or generated ones."""
+    needed = 2 * turns  # a system prompt, then user and assistant turns, ending with a user's
+    if kind == "synthetic":
+        return [_synthetic(index, needed) for index in range(100)]
+    from slimcache.bench.datasets import load_chitchat
+
+    found = [c.messages[:needed] for c in load_chitchat().conversations]
+    return [messages for messages in found if len(messages) == needed]
+
+
+def _synthetic(index: int, count: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for i in range(count - 1):
+        role = "user" if i % 2 == 0 else "assistant"
+        words = " ".join(f"w{index}-{i}-{j}" for j in range(i % 9 + 4))
+        messages.append({"role": role, "content": f"turn {i}: {words}."})
+    return messages
+
+
+def request_lengths(messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Lengths of a thread's requests: up to and including each user message."""
+    return [i + 1 for i, m in enumerate(messages) if m["role"] == "user"]
+
+
+# -- the summarizer -----------------------------------------------------------------------------
+
+
+class LoggedSummarizer:
+    """Sleeps ``delay`` seconds and answers; logs ``"<thread> <start>-<end>"`` per call.
+
+    The summary names its thread and the ranges it was made from, ``"t7:1-11|12-23"``, so a
+    request can check that what it was served covers exactly the range it claims.
+    """
+
+    def __init__(self, log: str, delay: float) -> None:
+        self._fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._delay = delay
+
+    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
+        # One write of one line: appends from several processes never interleave.
+        os.write(self._fd, f"{context.thread_id} {context.start}-{context.end}\n".encode())
+        await asyncio.sleep(self._delay)
+        step = f"{context.start}-{context.end}"
+        if context.previous_summary is None:
+            return f"{context.thread_id}:{step}"
+        return f"{context.previous_summary}|{step}"
+
+
+def covers(summary: str | None, thread: str, served: tuple[int, int] | None) -> bool:
+    """Whether ``summary`` was made for ``thread`` from exactly the range ``served``."""
+    if summary is None or served is None:
+        return summary is None and served is None
+    owner, _, steps = summary.partition(":")
+    bounds = [tuple(int(n) for n in step.split("-")) for step in steps.split("|")]
+    contiguous = all(a[1] + 1 == b[0] for a, b in itertools.pairwise(bounds))
+    return owner == thread and contiguous and (bounds[0][0], bounds[-1][1]) == served
+
+
+# -- one worker ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    """What every worker process runs."""
+
+    url: str
+    namespace: str
+    threads: int
+    turns: int
+    in_flight: int
+    delay: float
+    data: str
+    log: str
+    profile: str | None = None
+
+
+@dataclass
+class WorkerReport:
+    """What one worker did in the timed run."""
+
+    requests: int = 0
+    cpu_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    slowest_error: float = 0.0
+    stale: int = 0
+
+
+def _work(job: Job, worker: int, barrier: Any, reports: Any) -> None:
+    """A worker process: load, connect, wait for the others, replay, report."""
+    report = asyncio.run(_serve(job, worker, barrier))
+    reports.put(report)
+
+
+async def _serve(job: Job, worker: int, barrier: Any) -> WorkerReport:
+    chats = conversations(job.data, job.turns)
+    store = open_store(job.url)
+    summarizer = LoggedSummarizer(job.log, job.delay)
+    report = WorkerReport()
+    await store.get(f"{job.namespace}:warm-up")  # the connection is open before the clock
+    barrier.wait(_READY_TIMEOUT)
+    profiler = cProfile.Profile() if job.profile and worker == 0 else None
+    threads = iter(range(job.threads))
+
+    async def lane() -> None:
+        for thread in threads:
+            messages = chats[thread % len(chats)]
+            for length in request_lengths(messages)[: job.turns]:
+                await _request(store, summarizer, job, f"t{thread}", messages[:length], report)
+
+    if profiler is not None:
+        profiler.enable()
+    cpu, wall = os.times(), time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(job.in_flight)))
+    after = os.times()
+    report.wall_seconds = time.perf_counter() - wall
+    report.cpu_seconds = (after.user - cpu.user) + (after.system - cpu.system)
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(job.profile)  # type: ignore[arg-type]
+    if isinstance(store, SupportsClose):
+        await store.aclose()
+    return report
+
+
+async def _request(
+    store: Any,
+    summarizer: LoggedSummarizer,
+    job: Job,
+    thread: str,
+    history: list[dict[str, Any]],
+    report: WorkerReport,
+) -> None:
+    report.requests += 1
+    started = time.perf_counter()
+    try:
+        compressor = SummarizeCompressor(
+            summarizer, store, namespace=job.namespace, summarizer_id=SUMMARIZER_ID
+        )
+        result = await compressor.compress_detailed(history, thread_id=thread)
+    except StoreError as exc:
+        report.errors[type(exc).__name__] += 1
+        report.slowest_error = max(report.slowest_error, time.perf_counter() - started)
+        return
+    except Exception as exc:  # counted as a failure of its own kind, never hidden
+        report.errors[f"untyped {type(exc).__name__}: {exc}"] += 1
+        return
+    report.outcomes[result.outcome] += 1
+    if result.outcome != "unchanged" and not covers(result.summary, thread, result.summary_range):
+        report.stale += 1
+
+
+# -- the fleet ----------------------------------------------------------------------------------
+
+
+def server_cpu(pids: Sequence[int]) -> float:
+    """CPU seconds (user + system) the processes ``pids`` have used, from ``/proc``; 0 for a
+    process that is gone."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return total
+
+
+@dataclass
+class Servers:
+    """The store to use, and what the benchmark may watch or break."""
+
+    url: str
+    pids: list[int]
+    cluster: RedisClusterServers | None = None
+
+
+@contextmanager
+def servers(args: argparse.Namespace) -> Iterator[Servers]:
+    """Start the Redis server or cluster the run uses, unless given a store URL."""
+    if args.store:
+        yield Servers(args.store, list(args.server_pid))
+        return
+    with ExitStack() as stack:
+        scratch = Path(tempfile.mkdtemp(prefix="slimcache-fleet-"))
+        stack.callback(shutil.rmtree, scratch, ignore_errors=True)
+        if args.cluster:
+            cluster = RedisClusterServers(find_redis_server(), scratch, replicas=args.replicas)
+            stack.callback(cluster.stop)
+            cluster.start()
+            yield Servers(cluster.url, [node.pid for node in cluster.all_nodes], cluster)
+        else:
+            server = RedisServer(find_redis_server(), scratch)
+            stack.callback(server.stop, save=False)
+            server.start()
+            yield Servers(server.url, [server.pid])
+
+
+def run_fleet(args: argparse.Namespace, where: Servers) -> None:
+    """Run the workers, then print what they did."""
+    namespace = f"fleet-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory(prefix="slimcache-fleet-log-") as scratch:
+        log = str(Path(scratch) / "calls.log")
+        Path(log).touch()
+        job = Job(
+            where.url,
+            namespace,
+            args.threads,
+            args.turns,
+            args.in_flight,
+            args.delay,
+            args.data,
+            log,
+            args.profile,
+        )
+        context = multiprocessing.get_context("spawn")
+        barrier = context.Barrier(args.workers + 1)
+        reports = context.Queue()
+        processes = [
+            context.Process(target=_work, args=(job, worker, barrier, reports))
+            for worker in range(args.workers)
+        ]
+        for process in processes:
+            process.start()
+        barrier.wait(_READY_TIMEOUT)
+        server_before, wall = server_cpu(where.pids), time.perf_counter()
+        killer = _kill_later(where, args.kill_primary_after)
+        done = [reports.get() for _ in processes]
+        wall = time.perf_counter() - wall
+        server_used = server_cpu(where.pids) - server_before
+        for process in processes:
+            process.join()
+        if killer is not None:
+            killer.join()
+        calls = Counter(Path(log).read_text().splitlines())
+    lost = asyncio.run(_lost(job))
+    _print(args, where, done, wall, server_used, calls, lost)
+
+
+def _kill_later(where: Servers, seconds: float | None) -> threading.Thread | None:
+    """Kill the primary of the first slot range ``seconds`` into the run, in the background."""
+    if seconds is None:
+        return None
+    cluster = where.cluster
+    if cluster is None:
+        raise SystemExit("--kill-primary-after needs --cluster")
+
+    def kill() -> None:
+        time.sleep(seconds)
+        victim = cluster.primary_for_slot(0)
+        print(f"killing the primary {victim.address} (pid {victim.pid}) at {seconds:g} s")
+        victim.kill()
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+async def _lost(job: Job) -> int:
+    """Threads whose last request is no longer a hit: summaries the store has lost."""
+    chats = conversations(job.data, job.turns)
+    store = open_store(job.url)
+    lost = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        summarizer = LoggedSummarizer(str(Path(scratch) / "calls.log"), 0.0)
+        for thread in range(job.threads):
+            messages = chats[thread % len(chats)]
+            length = request_lengths(messages)[: job.turns][-1]
+            compressor = SummarizeCompressor(
+                summarizer, store, namespace=job.namespace, summarizer_id=SUMMARIZER_ID
+            )
+            result = await compressor.compress_detailed(messages[:length], thread_id=f"t{thread}")
+            lost += result.outcome != "hit"
+    if isinstance(store, SupportsClose):
+        await store.aclose()
+    return lost
+
+
+def _print(
+    args: argparse.Namespace,
+    where: Servers,
+    done: Sequence[WorkerReport],
+    wall: float,
+    server_used: float,
+    calls: Counter[str],
+    lost: int,
+) -> None:
+    requests = sum(report.requests for report in done)
+    cpu = sum(report.cpu_seconds for report in done)
+    outcomes = sum((report.outcomes for report in done), Counter())
+    errors = sum((report.errors for report in done), Counter())
+    per_worker = [report.requests / report.wall_seconds for report in done]
+    store = "Redis Cluster" if where.cluster else ("Redis" if not args.store else args.store)
+    print(
+        f"fleet: {args.workers} workers x {args.threads:,} threads x {args.turns} turns, "
+        f"{args.in_flight} in flight per worker, summarizer {args.delay * 1000:g} ms, "
+        f"{args.data} conversations, store {store}"
+    )
+    print(f"requests                 {requests:,} in {wall:.1f} s: {requests / wall:,.0f}/s")
+    print(
+        f"requests/s per worker    median {statistics.median(per_worker):,.0f} "
+        f"({', '.join(f'{rate:,.0f}' for rate in per_worker)})"
+    )
+    print(f"worker CPU per request   {cpu / requests * 1e6:,.0f} us")
+    server = f"{server_used / requests * 1e6:,.1f} us" if where.pids else "not local"
+    print(f"server CPU per request   {server}")
+    print(f"outcomes                 {dict(sorted(outcomes.items()))}")
+    print(f"summarizer calls         {sum(calls.values()):,}")
+    print(f"duplicate summarizations {sum(n - 1 for n in calls.values())}")
+    print(f"lost summaries           {lost}")
+    print(f"stale summaries served   {sum(report.stale for report in done)}")
+    slowest = max(report.slowest_error for report in done)
+    failed = ", ".join(f"{name}: {n}" for name, n in errors.items()) or "none"
+    print(f"failed requests          {failed}" + (f" (slowest {slowest:.2f} s)" if errors else ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=24)
+    parser.add_argument("--in-flight", type=int, default=64)
+    parser.add_argument("--delay", type=float, default=0.05)
+    parser.add_argument("--store", help="a store URL (default: a redis-server of its own)")
+    parser.add_argument("--server-pid", type=int, action="append", default=[])
+    parser.add_argument("--cluster", action="store_true", help="a Redis Cluster of its own")
+    parser.add_argument("--replicas", type=int, default=0, help="replicas per cluster primary")
+    parser.add_argument("--kill-primary-after", type=float, default=None)
+    parser.add_argument("--data", choices=("chitchat", "synthetic"), default="chitchat")
+    parser.add_argument("--profile", help="write a cProfile of the first worker here")
+    args = parser.parse_args()
+    with servers(args) as where:
+        run_fleet(args, where)
+
+
+if __name__ == "__main__":
+    main()
