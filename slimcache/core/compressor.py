@@ -566,7 +566,7 @@ class SummarizeCompressor:
 
     def _summarize_prompt_tokens(self) -> int:
         if self._prompt_tokens is None:  # the same on every call: counted once
-            prompt = self._prompts.summarize.replace("{max_tokens}", str(self._max_summary_tokens))
+            prompt = self._prompts.render("summarize", self._max_summary_tokens)
             self._prompt_tokens = self._count(prompt)
         return self._prompt_tokens
 

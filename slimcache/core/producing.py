@@ -22,9 +22,10 @@ from slimcache.core.summarizer import (
     SummaryContext,
     Task,
     call_summarizer,
+    input_tokens,
     keep_within_budget,
 )
-from slimcache.messages import CheckedMessages, Message, TokenCounter, count_message_tokens
+from slimcache.messages import CheckedMessages, Message, TokenCounter
 from slimcache.stores.entries import RangeRef, SummaryEntry
 
 __all__ = ["Checkpoint", "Emit", "SummaryProducer", "Work"]
@@ -220,9 +221,7 @@ class SummaryProducer:
         emphasis: str | None = None,
     ) -> str:
         """Call the summarizer once for ``task``, counting the tokens it is sent and returns."""
-        prompt = self.prompts.for_task(task).replace("{max_tokens}", str(self.max_tokens))
-        if emphasis is not None:
-            prompt = f"{prompt} {emphasis}"
+        prompt = self.prompts.render(task, self.max_tokens, emphasis)
         context = SummaryContext(
             task=task,
             previous_summary=previous,
@@ -232,11 +231,7 @@ class SummaryProducer:
             start=start,
             end=end if messages or task == "condense" else start - 1,
         )
-        sent = self.count(prompt) + sum(
-            count_message_tokens(m, self.count, self.overhead) for m in messages
-        )
-        if previous is not None:
-            sent += self.count(previous)
+        sent = input_tokens(prompt, messages, previous, self.count, self.overhead)
         self.stats.summarizer_calls += 1
         self.stats.summarizer_input_tokens += sent
         work.calls += 1

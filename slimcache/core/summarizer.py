@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from slimcache._exceptions import SummarizerError
-from slimcache.messages import Message, render_transcript
+from slimcache.messages import Message, TokenCounter, count_message_tokens, render_transcript
 
 __all__ = [
     "BUDGET_SLACK",
@@ -26,6 +26,7 @@ __all__ = [
     "SummarizerReport",
     "SummaryContext",
     "call_summarizer",
+    "input_tokens",
     "keep_within_budget",
     "run_summarizer",
     "summarizer_name",
@@ -89,6 +90,12 @@ class Prompts:
         """Return the prompt template for ``task``."""
         prompt: str = getattr(self, task)
         return prompt
+
+    def render(self, task: Task, max_tokens: int, emphasis: str | None = None) -> str:
+        """The prompt for ``task`` with the budget filled in, and ``emphasis`` (one more
+        sentence, as a strategy asks) after it."""
+        prompt = self.for_task(task).replace("{max_tokens}", str(max_tokens))
+        return prompt if emphasis is None else f"{prompt} {emphasis}"
 
     @property
     def digest(self) -> str:
@@ -273,3 +280,15 @@ async def keep_within_budget(
             f"(max_summary_tokens), and {again} when asked to condense it"
         )
     return condensed, True
+
+
+def input_tokens(
+    prompt: str,
+    messages: Sequence[Message],
+    previous: str | None,
+    count: TokenCounter,
+    overhead: int,
+) -> int:
+    """The tokens one summarizer call is sent: its prompt, messages and previous summary."""
+    sent = count(prompt) + sum(count_message_tokens(m, count, overhead) for m in messages)
+    return sent if previous is None else sent + count(previous)

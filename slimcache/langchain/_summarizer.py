@@ -221,9 +221,7 @@ def as_langchain_summarizer(
     if not isinstance(summarizer, CachedSummarizer):
         check_summarizer(summarizer)  # (messages, context); a plain function goes cached
     resolved = SummaryFormat(max_summary_tokens=max_summary_tokens, prompts=prompts)
-    prompt = resolved.resolved_prompts.summarize.replace(
-        "{max_tokens}", str(resolved.max_summary_tokens)
-    )
+    prompt = resolved.resolved_prompts.render("summarize", resolved.max_summary_tokens)
 
     async def summarize(messages: list[AnyMessage], config: RunnableConfig) -> str:
         dicts = from_langchain(messages)

@@ -42,6 +42,7 @@ from slimcache.core.summarizer import (
     SummaryContext,
     Task,
     call_summarizer,
+    input_tokens,
     keep_within_budget,
 )
 from slimcache.messages import (
@@ -49,7 +50,6 @@ from slimcache.messages import (
     Message,
     TokenCounter,
     check_messages,
-    count_message_tokens,
 )
 
 __all__ = [
@@ -472,9 +472,7 @@ class SummaryCalls:
     ) -> str:
         """Call the summarizer once for ``task`` (and once more to condense an over-budget
         summary)."""
-        prompt = self.prompts.for_task(task).replace("{max_tokens}", str(self.max_tokens))
-        if emphasis is not None:
-            prompt = f"{prompt} {emphasis}"
+        prompt = self.prompts.render(task, self.max_tokens, emphasis)
         start = self.pinned if task == "condense" else self.first
         context = SummaryContext(
             task=task,
@@ -485,11 +483,7 @@ class SummaryCalls:
             start=start,
             end=self.last if messages or task == "condense" else start - 1,
         )
-        sent = self.count(prompt) + sum(
-            count_message_tokens(m, self.count, self.overhead) for m in messages
-        )
-        if previous is not None:
-            sent += self.count(previous)
+        sent = input_tokens(prompt, messages, previous, self.count, self.overhead)
         self.calls += 1
         self.sent_tokens += sent
         self.counters.summarization_calls += 1
