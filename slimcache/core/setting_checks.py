@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.stores.protocol import Store
+from slimcache.stores.protocol import Store, conforms
 from slimcache.stores.toolkit import check_seconds
 
 __all__ = [
@@ -36,7 +36,7 @@ def check_store(store: object, *, optional: bool = True) -> None:
     Raises:
         ConfigurationError: It lacks async ``get``, ``set`` or ``delete``.
     """
-    if (store is not None or not optional) and not isinstance(store, Store):
+    if (store is not None or not optional) and not conforms(store, Store):
         raise ConfigurationError(
             f"store must have async get, set and delete methods, got {type(store).__name__}"
         )

@@ -14,7 +14,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from slimcache._exceptions import ConfigurationError, StoreError, StoreTimeout
 from slimcache.core.results import Stats
@@ -32,6 +32,7 @@ from slimcache.stores.protocol import (
     SupportsGetMany,
     SupportsSetIfAbsent,
     call_bound,
+    conforms,
 )
 from slimcache.stores.toolkit import run_bounded, run_op
 
@@ -143,21 +144,14 @@ class StoreIO:
         self.timeouts = 0  # calls that ran out of time, so far
         # The bound this object enforces itself: none when the store's own is enough.
         self._bound = None if bounds_itself(store, timeout) else timeout
-
-    @property
-    def atomic(self) -> bool:
+        # The store's abilities, looked up once per type of store (see conforms).
+        self.atomic = conforms(store, SupportsSetIfAbsent)
         """Whether the store has an atomic ``set_if_absent``."""
-        return isinstance(self.store, SupportsSetIfAbsent)
-
-    @property
-    def batches(self) -> bool:
+        self.batches = conforms(store, SupportsBatch)
         """Whether the store runs several operations in one round trip (``batch``)."""
-        return isinstance(self.store, SupportsBatch)
-
-    @property
-    def compares(self) -> bool:
+        self.compares = conforms(store, SupportsCompareAndSet)
         """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
-        return isinstance(self.store, SupportsCompareAndSet)
+        self._reads_many = conforms(store, SupportsGetMany)
 
     async def _call(
         self, what: str, method: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
@@ -198,10 +192,14 @@ class StoreIO:
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Read several keys, in one round trip where the store can."""
         store = self.store
-        if not isinstance(store, SupportsGetMany):
+        if not self._reads_many:
             return [await self.get(key) for key in keys]
         self.stats.store_reads += 1
-        values: Any = await self._call(f"get_many of {len(keys)} keys", store.get_many, keys)
+        values: Any = await self._call(
+            f"get_many of {len(keys)} keys",
+            cast(SupportsGetMany, store).get_many,
+            keys,
+        )
         if not isinstance(values, list) or len(values) != len(keys):
             raise StoreError(f"get_many returned {values!r:.80} for {len(keys)} keys")
         return [value if isinstance(value, str) else None for value in values]
@@ -214,8 +212,8 @@ class StoreIO:
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None) -> bool:
         """Write one key if absent; the store must have the ability."""
-        store = self.store
-        assert isinstance(store, SupportsSetIfAbsent)
+        assert self.atomic, "set_if_absent on a store without it"
+        store = cast(SupportsSetIfAbsent, self.store)
         self.stats.store_writes += 1
         ttl_kw = self._ttl("set_if_absent", ttl)
         won: bool = await self._call(
@@ -227,8 +225,8 @@ class StoreIO:
         self, key: str, expected: str | None, value: str, *, ttl: float | None = None
     ) -> bool:
         """Write one key if it holds ``expected``; the store must have the ability."""
-        store = self.store
-        assert isinstance(store, SupportsCompareAndSet)
+        assert self.compares, "compare-and-set on a store without it"
+        store = cast(SupportsCompareAndSet, self.store)
         self.stats.store_writes += 1
         ttl_kw = self._ttl("compare_and_set", ttl or self.ttl)
         won: bool = await self._call(
@@ -238,8 +236,8 @@ class StoreIO:
 
     async def compare_and_delete(self, key: str, expected: str) -> bool:
         """Delete one key if it holds ``expected``; the store must have the ability."""
-        store = self.store
-        assert isinstance(store, SupportsCompareAndSet)
+        assert self.compares, "compare-and-set on a store without it"
+        store = cast(SupportsCompareAndSet, self.store)
         self.stats.store_deletes += 1
         done: bool = await self._call(
             f"compare_and_delete {key!r}", store.compare_and_delete, key, expected
@@ -258,10 +256,14 @@ class StoreIO:
         ``compare_and_set``) when it has no ``batch``.
         """
         store = self.store
-        if not isinstance(store, SupportsBatch):
+        if not self.batches:
             return [await run_op(self, op) for op in ops]
         self.stats.store_batches += 1
-        results: Any = await self._call(f"batch of {len(ops)} operations", store.batch, ops)
+        results: Any = await self._call(
+            f"batch of {len(ops)} operations",
+            cast(SupportsBatch, store).batch,
+            ops,
+        )
         if not isinstance(results, list) or len(results) != len(ops):
             raise StoreError(f"batch returned {results!r:.80} for {len(ops)} operations")
         return [
