@@ -3,7 +3,8 @@
 :class:`StoreIO` wraps one store call at a time, a batch of operations included (one round trip
 where the store can, else one call each); :class:`ThreadCache` is one thread's cache as the
 compressor uses it: read the index, read ranges, the writes of a commit (the range, then the
-index), undo, and repair.
+index), undo, and repair. Entries read from a store are remembered by the process (per store),
+so a request for an earlier point of a thread reads only the index once its range was read.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import dataclasses
 import inspect
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
 from slimcache._exceptions import ConfigurationError, StoreError, StoreTimeout
 from slimcache.core.results import Stats
-from slimcache.stores.entries import SummaryEntry, ThreadIndex
+from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import (
     CompareAndSetOp,
@@ -38,6 +40,7 @@ from slimcache.stores.toolkit import run_bounded, run_op
 
 __all__ = [
     "INDEX_ATTEMPTS",
+    "KNOWN_ENTRIES",
     "StoreIO",
     "ThreadCache",
     "bounds_itself",
@@ -53,6 +56,27 @@ _T = TypeVar("_T")
 
 # Attempts at writing the index when other workers keep writing it in between.
 INDEX_ATTEMPTS = 8
+
+KNOWN_ENTRIES = 2048
+"""Summary entries a process remembers per store (see :meth:`ThreadCache.known`); all are
+forgotten past this."""
+
+# Per store: (thread key prefix, start, end, fingerprint) -> an entry read from it.
+_KnownEntries = dict[tuple[str, int, int, str], SummaryEntry]
+_KNOWN: weakref.WeakKeyDictionary[Any, _KnownEntries] = weakref.WeakKeyDictionary()
+
+
+def known_entries(store: object) -> _KnownEntries | None:
+    """The entries this process read from ``store``; ``None`` for a store that cannot be
+    told apart from others (not hashable, or no weak reference to it)."""
+    try:
+        found = _KNOWN.get(store)
+        if found is None:
+            found = _KNOWN[store] = {}
+    except TypeError:
+        return None
+    return found
+
 
 # Clean-ups running in the background, referenced until they finish.
 _BACKGROUND: set[asyncio.Task[None]] = set()
@@ -152,6 +176,8 @@ class StoreIO:
         self.compares = conforms(store, SupportsCompareAndSet)
         """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
         self._reads_many = conforms(store, SupportsGetMany)
+        # Entries expire with a TTL: none is then served from this process's memory.
+        self.known = known_entries(store) if ttl is None else None
 
     async def _call(
         self, what: str, method: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
@@ -285,12 +311,42 @@ class ThreadCache:
         self.keys = keys
 
     def parse_index(self, raw: str | None) -> ThreadIndex | None:
-        """Parse a raw index value (unusable values are logged misses)."""
-        return ThreadIndex.parse(raw, thread=self.keys.encoded)
+        """Parse a raw index value (unusable values are logged misses); its head is
+        remembered (see :meth:`known`)."""
+        index = ThreadIndex.parse(raw, thread=self.keys.encoded)
+        if index is not None:
+            self.remember(index.head)
+        return index
 
     def parse_range(self, raw: str | None, start: int, end: int) -> SummaryEntry | None:
-        """Parse a raw range value (unusable values are logged misses)."""
-        return SummaryEntry.parse(raw, thread=self.keys.encoded, start=start, end=end)
+        """Parse a raw range value (unusable values are logged misses); an entry is
+        remembered (see :meth:`known`)."""
+        entry = SummaryEntry.parse(raw, thread=self.keys.encoded, start=start, end=end)
+        if entry is not None:
+            self.remember(entry)
+        return entry
+
+    def remember(self, entry: SummaryEntry) -> None:
+        """Remember an entry read from the store, for :meth:`known`."""
+        known = self.io.known
+        if known is not None:
+            if len(known) >= KNOWN_ENTRIES:
+                known.clear()
+            known[(self.keys.prefix, entry.start, entry.end, entry.fingerprint)] = entry
+
+    def known(self, ref: RangeRef) -> SummaryEntry | None:
+        """An entry for ``ref`` this process read from the store before, or ``None``.
+
+        A request for an earlier point of the thread than its index's newest summary (a
+        worker behind the others, a replay) needs a range besides the index. The index lists
+        each range with the fingerprint of the messages it covers, so an entry read before
+        with the same fingerprint summarizes exactly those messages: it is served without
+        reading the range again. Not with a TTL, as the store would have dropped it by then.
+        """
+        known = self.io.known
+        if known is None:
+            return None
+        return known.get((self.keys.prefix, ref.start, ref.end, ref.fingerprint))
 
     async def read_index(self) -> str | None:
         """Read the raw index."""
