@@ -53,6 +53,11 @@ _MAX_BLUEPRINTS = 256
 
 _BLUEPRINTS: dict[tuple[Any, ...], Blueprint] = {}
 
+# The same blueprints by the identities of the very arguments each was built from (which it
+# holds, so those identities stay theirs): a caller passing the same objects again, as
+# defaults and constants are, is matched without comparing values.
+_BY_IDENTITY: dict[tuple[int, ...], Blueprint] = {}
+
 # How values of a type are matched: by themselves (strings and ``None``, equal to nothing of
 # another type), by type and value (numbers: ``1``, ``1.0`` and ``True`` are equal), or by
 # identity (``None`` here).
@@ -187,6 +192,9 @@ def blueprint(arguments: tuple[Any, ...]) -> Blueprint:
     Raises:
         ConfigurationError: For any invalid argument, as the compressor documents.
     """
+    same = _BY_IDENTITY.get(tuple(map(id, arguments)))
+    if same is not None:
+        return same
     key: tuple[Any, ...] | None = _key(arguments)
     try:
         found = _BLUEPRINTS.get(key)  # type: ignore[arg-type]
@@ -198,7 +206,9 @@ def blueprint(arguments: tuple[Any, ...]) -> Blueprint:
     if key is not None:
         if len(_BLUEPRINTS) >= _MAX_BLUEPRINTS:
             _BLUEPRINTS.clear()
+            _BY_IDENTITY.clear()
         _BLUEPRINTS[key] = made
+        _BY_IDENTITY[tuple(map(id, made.arguments))] = made
     return made
 
 

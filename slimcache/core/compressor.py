@@ -10,10 +10,10 @@ them (``strategies``).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, Literal, overload
 
 from slimcache._exceptions import (
@@ -260,7 +260,7 @@ class SummarizeCompressor:
     @property
     def stats(self) -> Stats:
         """A snapshot of the counters."""
-        return replace(self._stats)
+        return copy.copy(self._stats)
 
     def reset_stats(self) -> None:
         """Zero every counter; the cache is untouched."""

@@ -136,6 +136,10 @@ def bounds_itself(store: object, timeout: float | None) -> bool:
     return timeout is None or (own is not None and own <= timeout)
 
 
+def _words(what: str | Callable[[], str]) -> str:
+    return what if isinstance(what, str) else what()
+
+
 class StoreIO:
     """Calls the store, each call bounded by ``timeout`` seconds and counted in ``stats``.
 
@@ -180,10 +184,15 @@ class StoreIO:
         self.known = known_entries(store) if ttl is None else None
 
     async def _call(
-        self, what: str, method: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
+        self,
+        what: str | Callable[[], str],
+        method: Callable[..., Awaitable[_T]],
+        *args: Any,
+        **kwargs: Any,
     ) -> _T:
         """``method(*args, **kwargs)``, bounded and counted, with every failure a
-        ``StoreError``: whatever a user's store raises, even before it returns a coroutine."""
+        ``StoreError``: whatever a user's store raises, even before it returns a coroutine.
+        ``what`` may be a function, called only when the call fails."""
         try:
             call = method(*args, **kwargs)
             if self._bound is None:
@@ -193,7 +202,7 @@ class StoreIO:
             self.stats.store_errors += 1
             self.timeouts += 1
             after = "" if self.timeout is None else f" after {self.timeout:g}s"
-            raise StoreTimeout(f"store {what} timed out{after}") from exc
+            raise StoreTimeout(f"store {_words(what)} timed out{after}") from exc
         except StoreTimeout:  # the store's own bound
             self.stats.store_errors += 1
             self.timeouts += 1
@@ -203,7 +212,7 @@ class StoreIO:
             raise
         except Exception as exc:
             self.stats.store_errors += 1
-            raise StoreError(f"store {what} failed: {type(exc).__name__}: {exc}") from exc
+            raise StoreError(f"store {_words(what)} failed: {type(exc).__name__}: {exc}") from exc
 
     def _ttl(self, method: str, ttl: float | None) -> dict[str, float]:
         """The ``ttl`` keyword to pass: none when there is no TTL, or the store takes none."""
@@ -212,7 +221,7 @@ class StoreIO:
     async def get(self, key: str) -> str | None:
         """Read one key."""
         self.stats.store_reads += 1
-        value: Any = await self._call(f"get {key!r}", self.store.get, key)
+        value: Any = await self._call(lambda: f"get {key!r}", self.store.get, key)
         return value if isinstance(value, str) else None
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:

@@ -445,16 +445,19 @@ class RedisStore(CallBoundedStore):
             return raw
         return encoded
 
-    async def _call(self, operation: str, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
+    async def _call(
+        self, operation: str, what: str | Callable[[], str], call: Callable[[], Awaitable[_T]]
+    ) -> _T:
         """Run one redis-py call within the store's timeout, translating its failures.
 
         Every call of the store goes through here, a cache hit's read included, so the driver's
         errors are caught in place. redis-py unwinds a cancelled call without waiting on the
         server (it drops the connection), so the bound is set in the caller's own task, for
-        less per call than a task of its own.
+        less per call than a task of its own. ``what`` may be a function, called only when the
+        call fails.
         """
         return await self.run_call(
-            self._when_ready(call),
+            self._when_ready(call) if self._cluster else call(),
             f"Redis {operation}",
             what,
             errors=_DRIVER_ERRORS,
@@ -463,8 +466,7 @@ class RedisStore(CallBoundedStore):
         )
 
     async def _when_ready(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        if self._cluster:
-            await self._discover()
+        await self._discover()
         return await call()
 
     async def _discover(self) -> None:
@@ -482,7 +484,7 @@ class RedisStore(CallBoundedStore):
         """
         name = self._key(key)
         self.check_open("GET")
-        raw = await self._call("GET", f"key {key!r}", lambda: self._raw("GET", name))
+        raw = await self._call("GET", lambda: f"key {key!r}", lambda: self._raw("GET", name))
         return self._decode(raw, key)
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
@@ -498,7 +500,9 @@ class RedisStore(CallBoundedStore):
         if not names:
             return []
         self.check_open("MGET")
-        found = await self._call("MGET", f"keys {_describe_keys(keys)}", lambda: self._mget(names))
+        found = await self._call(
+            "MGET", lambda: f"keys {_describe_keys(keys)}", lambda: self._mget(names)
+        )
         return [self._decode(raw, key) for raw, key in zip(found, keys, strict=True)]
 
     async def _mget(self, names: list[bytes]) -> list[bytes | None]:
