@@ -33,13 +33,14 @@ Usage::
     uv run python benchmarks/fleet.py [--workers 4] [--threads 1000] [--turns 24]
         [--in-flight 64] [--delay 0.05] [--store URL [--server-pid PID ...]]
         [--cluster [--replicas 1 --kill-primary-after SECONDS]] [--data chitchat|synthetic]
-        [--profile OUT]
+        [--hiredis on|off] [--profile OUT]
 
 Without ``--store`` it starts a ``redis-server`` of its own (the test suite's, on loopback);
 ``--cluster`` starts the test suite's three-primary Redis Cluster instead, with ``--replicas``
 replicas per primary. ``--kill-primary-after S`` kills (SIGKILL) the primary of the first slot
 range ``S`` seconds into the run, so a replica takes over. ``--profile OUT`` writes a cProfile
-of the first worker to ``OUT``.
+(of CPU time) of the first worker to ``OUT``. ``--hiredis off`` hides hiredis from the workers,
+so that redis-py parses replies in Python, as without the ``slimcache[redis]`` extra's parser.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# --hiredis off: redis-py must not find its C parser (read before redis is imported, in every
+# worker, which imports this module again).
+if os.environ.get(_NO_HIREDIS := "SLIMCACHE_FLEET_NO_HIREDIS"):
+    sys.modules["hiredis"] = None  # type: ignore[assignment]
 
 # Run as a script, only ``benchmarks/`` is on the path: make the repository root importable
 # (the test servers live there).
@@ -166,11 +172,14 @@ class WorkerReport:
 
     requests: int = 0
     cpu_seconds: float = 0.0
+    system_seconds: float = 0.0
     wall_seconds: float = 0.0
     outcomes: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     slowest_error: float = 0.0
     stale: int = 0
+    round_trips: int = 0
+    lease_waits: int = 0
 
 
 def _work(job: Job, worker: int, barrier: Any, reports: Any) -> None:
@@ -186,7 +195,8 @@ async def _serve(job: Job, worker: int, barrier: Any) -> WorkerReport:
     report = WorkerReport()
     await store.get(f"{job.namespace}:warm-up")  # the connection is open before the clock
     barrier.wait(_READY_TIMEOUT)
-    profiler = cProfile.Profile() if job.profile and worker == 0 else None
+    # Timed by CPU time, not wall time: a worker preempted in a send is not charged for it.
+    profiler = cProfile.Profile(time.process_time) if job.profile and worker == 0 else None
     threads = iter(range(job.threads))
 
     async def lane() -> None:
@@ -202,6 +212,7 @@ async def _serve(job: Job, worker: int, barrier: Any) -> WorkerReport:
     after = os.times()
     report.wall_seconds = time.perf_counter() - wall
     report.cpu_seconds = (after.user - cpu.user) + (after.system - cpu.system)
+    report.system_seconds = after.system - cpu.system
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(job.profile)  # type: ignore[arg-type]
@@ -224,7 +235,14 @@ async def _request(
         compressor = SummarizeCompressor(
             summarizer, store, namespace=job.namespace, summarizer_id=SUMMARIZER_ID
         )
-        result = await compressor.compress_detailed(history, thread_id=thread)
+        try:
+            result = await compressor.compress_detailed(history, thread_id=thread)
+        finally:
+            stats = compressor.stats
+            report.round_trips += (
+                stats.store_reads + stats.store_writes + stats.store_deletes + stats.store_batches
+            )
+            report.lease_waits += stats.lease_waits
     except StoreError as exc:
         report.errors[type(exc).__name__] += 1
         report.slowest_error = max(report.slowest_error, time.perf_counter() - started)
@@ -389,10 +407,17 @@ def _print(
         f"requests/s per worker    median {statistics.median(per_worker):,.0f} "
         f"({', '.join(f'{rate:,.0f}' for rate in per_worker)})"
     )
-    print(f"worker CPU per request   {cpu / requests * 1e6:,.0f} us")
+    system = sum(report.system_seconds for report in done)
+    print(
+        f"worker CPU per request   {cpu / requests * 1e6:,.0f} us "
+        f"({system / requests * 1e6:,.0f} us of it in the kernel)"
+    )
     server = f"{server_used / requests * 1e6:,.1f} us" if where.pids else "not local"
     print(f"server CPU per request   {server}")
     print(f"outcomes                 {dict(sorted(outcomes.items()))}")
+    trips = sum(report.round_trips for report in done)
+    waits = sum(report.lease_waits for report in done)
+    print(f"store round trips        {trips / requests:.2f} per request; {waits:,} lease waits")
     print(f"summarizer calls         {sum(calls.values()):,}")
     print(f"duplicate summarizations {sum(n - 1 for n in calls.values())}")
     print(f"lost summaries           {lost}")
@@ -416,7 +441,12 @@ def main() -> None:
     parser.add_argument("--kill-primary-after", type=float, default=None)
     parser.add_argument("--data", choices=("chitchat", "synthetic"), default="chitchat")
     parser.add_argument("--profile", help="write a cProfile of the first worker here")
+    parser.add_argument(
+        "--hiredis", choices=("on", "off"), default="on", help="off: redis-py's Python parser"
+    )
     args = parser.parse_args()
+    if args.hiredis == "off":
+        os.environ[_NO_HIREDIS] = "1"
     with servers(args) as where:
         run_fleet(args, where)
 
