@@ -51,6 +51,7 @@ import cProfile
 import itertools
 import multiprocessing
 import os
+import queue
 import shutil
 import statistics
 import sys
@@ -331,7 +332,7 @@ def run_fleet(args: argparse.Namespace, where: Servers) -> None:
         barrier.wait(_READY_TIMEOUT)
         server_before, wall = server_cpu(where.pids), time.perf_counter()
         killer = _kill_later(where, args.kill_primary_after)
-        done = [reports.get() for _ in processes]
+        done = _collect(reports, processes)
         wall = time.perf_counter() - wall
         server_used = server_cpu(where.pids) - server_before
         for process in processes:
@@ -341,6 +342,19 @@ def run_fleet(args: argparse.Namespace, where: Servers) -> None:
         calls = Counter(Path(log).read_text().splitlines())
     lost = asyncio.run(_lost(job))
     _print(args, where, done, wall, server_used, calls, lost)
+
+
+def _collect(reports: Any, processes: Sequence[Any]) -> list[WorkerReport]:
+    """Every worker's report; a worker that died without one stops the run."""
+    done: list[WorkerReport] = []
+    while len(done) < len(processes):
+        try:
+            done.append(reports.get(timeout=1.0))
+        except queue.Empty:
+            dead = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+            if dead:
+                raise SystemExit(f"a worker died (exit codes {dead})") from None
+    return done
 
 
 def _kill_later(where: Servers, seconds: float | None) -> threading.Thread | None:
