@@ -42,6 +42,7 @@ from slimcache.stores import (
     validate_ttl,
 )
 from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_cluster_nodes
+from slimcache_redis._reads import CoalescedReads
 
 __all__ = ["RedisStore"]
 
@@ -261,6 +262,11 @@ class RedisStore(CallBoundedStore):
     within ``timeout`` seconds (a frozen or unreachable server), whatever the client's own
     socket timeouts.
 
+    On one server, the reads (:meth:`get`, :meth:`get_many`) made during one turn of the event
+    loop (a server's concurrent requests reading their thread indexes) are sent together, as
+    one pipeline on one connection, each caller getting its own reply or error: much less
+    client CPU per read than a command of its own each.
+
     On a Redis Cluster (a ``redis.asyncio.RedisCluster`` client), keys that follow slimcache's
     key grammar are hash-tagged by thread, ``ns:{thread_abc}:index``, so that all keys of one
     thread live in one hash slot; other keys are stored as they are. :meth:`get_many` reads
@@ -306,6 +312,13 @@ class RedisStore(CallBoundedStore):
         # A transaction's replies are decoded by the client whatever a command asks for, so a
         # client built with decode_responses=True runs batches one call at a time (see batch).
         self._raw_transactions = not client.get_encoder().decode_responses
+        # On one server, the GETs of one turn of the event loop go out as one pipeline; a
+        # cluster routes each key to its node, and a decoding client decodes pipelines.
+        self._reads = (
+            CoalescedReads(client, self._timeout)
+            if not isinstance(client, redis.asyncio.RedisCluster) and self._raw_transactions
+            else None
+        )
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
         self._compare_and_set = client.register_script(_COMPARE_AND_SET)
         self._compare_and_delete = client.register_script(_COMPARE_AND_DELETE)
@@ -484,7 +497,14 @@ class RedisStore(CallBoundedStore):
         """
         name = self._key(key)
         self.check_open("GET")
-        raw = await self._call("GET", lambda: f"key {key!r}", lambda: self._raw("GET", name))
+        reads = self._reads
+        raw = await self._call(
+            "GET",
+            lambda: f"key {key!r}",
+            (lambda: self._raw("GET", name))
+            if reads is None
+            else (lambda: reads.read("GET", name)),
+        )
         return self._decode(raw, key)
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
@@ -508,7 +528,8 @@ class RedisStore(CallBoundedStore):
     async def _mget(self, names: list[bytes]) -> list[bytes | None]:
         client = self._client
         if not isinstance(client, redis.asyncio.RedisCluster):
-            found: list[bytes | None] = await self._raw("MGET", *names)
+            send = self._raw if self._reads is None else self._reads.read
+            found: list[bytes | None] = await send("MGET", *names)
             return found
         # MGET must not span slots on a cluster: one per slot, answers put back in order.
         slots: dict[int, list[int]] = {}
