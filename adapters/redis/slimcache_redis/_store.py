@@ -459,15 +459,20 @@ class RedisStore(CallBoundedStore):
         return encoded
 
     async def _call(
-        self, operation: str, what: str | Callable[[], str], call: Callable[[], Awaitable[_T]]
+        self,
+        operation: str,
+        what: str | Callable[[], str],
+        call: Callable[[], Awaitable[_T]],
+        *,
+        settles_in_time: bool = False,
     ) -> _T:
         """Run one redis-py call within the store's timeout, translating its failures.
 
         Every call of the store goes through here, a cache hit's read included, so the driver's
         errors are caught in place. redis-py unwinds a cancelled call without waiting on the
         server (it drops the connection), so the bound is set in the caller's own task, for
-        less per call than a task of its own. ``what`` may be a function, called only when the
-        call fails.
+        less per call than a task of its own; a read batched with others is bounded with them
+        (``settles_in_time``). ``what`` may be a function, called only when the call fails.
         """
         return await self.run_call(
             self._when_ready(call) if self._cluster else call(),
@@ -476,6 +481,7 @@ class RedisStore(CallBoundedStore):
             errors=_DRIVER_ERRORS,
             timeouts=(RedisTimeoutError,),
             in_place=True,
+            settles_in_time=settles_in_time,
         )
 
     async def _when_ready(self, call: Callable[[], Awaitable[_T]]) -> _T:
@@ -498,13 +504,12 @@ class RedisStore(CallBoundedStore):
         name = self._key(key)
         self.check_open("GET")
         reads = self._reads
-        raw = await self._call(
-            "GET",
-            lambda: f"key {key!r}",
-            (lambda: self._raw("GET", name))
-            if reads is None
-            else (lambda: reads.read("GET", name)),
-        )
+        if reads is None:
+            raw = await self._call("GET", lambda: f"key {key!r}", lambda: self._raw("GET", name))
+        else:  # batched with the other reads of this turn, under one bound
+            raw = await self._call(
+                "GET", lambda: f"key {key!r}", lambda: reads.read("GET", name), settles_in_time=True
+            )
         return self._decode(raw, key)
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
@@ -521,7 +526,10 @@ class RedisStore(CallBoundedStore):
             return []
         self.check_open("MGET")
         found = await self._call(
-            "MGET", lambda: f"keys {_describe_keys(keys)}", lambda: self._mget(names)
+            "MGET",
+            lambda: f"keys {_describe_keys(keys)}",
+            lambda: self._mget(names),
+            settles_in_time=self._reads is not None,  # batched with the others, one bound
         )
         return [self._decode(raw, key) for raw, key in zip(found, keys, strict=True)]
 
