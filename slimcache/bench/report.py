@@ -201,9 +201,11 @@ def _call_note(report: BenchReport, hit_ms: float) -> list[str]:
         return []
     mode = max(timed, key=lambda m: m.call_samples)
     call_ms = mode.call_median_ms or 0.0
+    ratio = call_ms / hit_ms
+    shown = f"{ratio:,.0f}x" if ratio >= 10 else f"{ratio:.2g}x"  # an offline call is quick
     return [
         f"A summarizer call took {_duration(call_ms)} (median of {mode.call_samples:,} in "
-        f"{mode.label}): {call_ms / hit_ms:,.0f}x a cache hit."
+        f"{mode.label}): {shown} a cache hit."
     ]
 
 
