@@ -25,21 +25,22 @@ together):
   the longest time a failed request took), and served summaries that did not cover exactly
   the range they claimed for their own thread (``stale``);
 - ``lost``: after the run, the parent asks for every thread's last request again with a fresh
-  compressor; anything but a hit with no summarizer call means a summary the fleet made is not
-  in the store.
+  compressor: it must be served (or extended) from a range reaching at least as far as the
+  longest one any worker was served from the store, or the store lost a summary.
 
 Usage::
 
     uv run python benchmarks/fleet.py [--workers 4] [--threads 1000] [--turns 24]
         [--in-flight 64] [--delay 0.05] [--store URL [--server-pid PID ...]]
         [--cluster [--replicas 1 --kill-primary-after SECONDS]] [--data chitchat|synthetic]
-        [--profile OUT]
+        [--hiredis on|off] [--profile OUT]
 
 Without ``--store`` it starts a ``redis-server`` of its own (the test suite's, on loopback);
 ``--cluster`` starts the test suite's three-primary Redis Cluster instead, with ``--replicas``
 replicas per primary. ``--kill-primary-after S`` kills (SIGKILL) the primary of the first slot
 range ``S`` seconds into the run, so a replica takes over. ``--profile OUT`` writes a cProfile
-of the first worker to ``OUT``.
+(of CPU time) of the first worker to ``OUT``. ``--hiredis off`` hides hiredis from the workers,
+so that redis-py parses replies in Python, as without the ``slimcache[redis]`` extra's parser.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ import argparse
 import asyncio
 import cProfile
 import itertools
+import logging
 import multiprocessing
 import os
+import queue
 import shutil
 import statistics
 import sys
@@ -63,6 +66,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# --hiredis off: redis-py must not find its C parser (read before redis is imported, in every
+# worker, which imports this module again).
+if os.environ.get(_NO_HIREDIS := "SLIMCACHE_FLEET_NO_HIREDIS"):
+    sys.modules["hiredis"] = None  # type: ignore[assignment]
 
 # Run as a script, only ``benchmarks/`` is on the path: make the repository root importable
 # (the test servers live there).
@@ -166,11 +174,31 @@ class WorkerReport:
 
     requests: int = 0
     cpu_seconds: float = 0.0
+    system_seconds: float = 0.0
     wall_seconds: float = 0.0
     outcomes: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     slowest_error: float = 0.0
+    # Unix times of the first and the last failed request.
+    failed_from: float = 0.0
+    failed_until: float = 0.0
     stale: int = 0
+    round_trips: int = 0
+    lease_waits: int = 0
+    # Per thread: the last message of the longest range a request was served from the store.
+    cached_ends: dict[str, int] = field(default_factory=dict)
+    logged: Counter[str] = field(default_factory=Counter)
+
+
+class _Counted(logging.Handler):
+    """Counts slimcache's log records by level, instead of printing them."""
+
+    def __init__(self, counts: Counter[str]) -> None:
+        super().__init__()
+        self.counts = counts
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.counts[record.levelname.lower()] += 1
 
 
 def _work(job: Job, worker: int, barrier: Any, reports: Any) -> None:
@@ -184,9 +212,13 @@ async def _serve(job: Job, worker: int, barrier: Any) -> WorkerReport:
     store = open_store(job.url)
     summarizer = LoggedSummarizer(job.log, job.delay)
     report = WorkerReport()
+    log = logging.getLogger("slimcache")
+    log.addHandler(_Counted(report.logged))
+    log.propagate = False
     await store.get(f"{job.namespace}:warm-up")  # the connection is open before the clock
     barrier.wait(_READY_TIMEOUT)
-    profiler = cProfile.Profile() if job.profile and worker == 0 else None
+    # Timed by CPU time, not wall time: a worker preempted in a send is not charged for it.
+    profiler = cProfile.Profile(time.process_time) if job.profile and worker == 0 else None
     threads = iter(range(job.threads))
 
     async def lane() -> None:
@@ -202,6 +234,7 @@ async def _serve(job: Job, worker: int, barrier: Any) -> WorkerReport:
     after = os.times()
     report.wall_seconds = time.perf_counter() - wall
     report.cpu_seconds = (after.user - cpu.user) + (after.system - cpu.system)
+    report.system_seconds = after.system - cpu.system
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(job.profile)  # type: ignore[arg-type]
@@ -224,10 +257,19 @@ async def _request(
         compressor = SummarizeCompressor(
             summarizer, store, namespace=job.namespace, summarizer_id=SUMMARIZER_ID
         )
-        result = await compressor.compress_detailed(history, thread_id=thread)
+        try:
+            result = await compressor.compress_detailed(history, thread_id=thread)
+        finally:
+            stats = compressor.stats
+            report.round_trips += (
+                stats.store_reads + stats.store_writes + stats.store_deletes + stats.store_batches
+            )
+            report.lease_waits += stats.lease_waits
     except StoreError as exc:
         report.errors[type(exc).__name__] += 1
         report.slowest_error = max(report.slowest_error, time.perf_counter() - started)
+        report.failed_from = report.failed_from or time.time()
+        report.failed_until = time.time()
         return
     except Exception as exc:  # counted as a failure of its own kind, never hidden
         report.errors[f"untyped {type(exc).__name__}: {exc}"] += 1
@@ -235,6 +277,9 @@ async def _request(
     report.outcomes[result.outcome] += 1
     if result.outcome != "unchanged" and not covers(result.summary, thread, result.summary_range):
         report.stale += 1
+    if result.cached and result.summary_range is not None:
+        end = result.summary_range[1]
+        report.cached_ends[thread] = max(end, report.cached_ends.get(thread, end))
 
 
 # -- the fleet ----------------------------------------------------------------------------------
@@ -312,8 +357,9 @@ def run_fleet(args: argparse.Namespace, where: Servers) -> None:
             process.start()
         barrier.wait(_READY_TIMEOUT)
         server_before, wall = server_cpu(where.pids), time.perf_counter()
+        args.started_at = time.time()
         killer = _kill_later(where, args.kill_primary_after)
-        done = [reports.get() for _ in processes]
+        done = _collect(reports, processes)
         wall = time.perf_counter() - wall
         server_used = server_cpu(where.pids) - server_before
         for process in processes:
@@ -321,8 +367,25 @@ def run_fleet(args: argparse.Namespace, where: Servers) -> None:
         if killer is not None:
             killer.join()
         calls = Counter(Path(log).read_text().splitlines())
-    lost = asyncio.run(_lost(job))
+    cached_ends: dict[str, int] = {}
+    for report in done:
+        for thread, end in report.cached_ends.items():
+            cached_ends[thread] = max(end, cached_ends.get(thread, end))
+    lost = asyncio.run(_lost(job, cached_ends))
     _print(args, where, done, wall, server_used, calls, lost)
+
+
+def _collect(reports: Any, processes: Sequence[Any]) -> list[WorkerReport]:
+    """Every worker's report; a worker that died without one stops the run."""
+    done: list[WorkerReport] = []
+    while len(done) < len(processes):
+        try:
+            done.append(reports.get(timeout=1.0))
+        except queue.Empty:
+            dead = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+            if dead:
+                raise SystemExit(f"a worker died (exit codes {dead})") from None
+    return done
 
 
 def _kill_later(where: Servers, seconds: float | None) -> threading.Thread | None:
@@ -344,21 +407,45 @@ def _kill_later(where: Servers, seconds: float | None) -> threading.Thread | Non
     return thread
 
 
-async def _lost(job: Job) -> int:
-    """Threads whose last request is no longer a hit: summaries the store has lost."""
+class _FirstCalls:
+    """A summarizer that answers at once and records where each thread's first call starts."""
+
+    def __init__(self) -> None:
+        self.starts: dict[str, int] = {}
+
+    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
+        self.starts.setdefault(str(context.thread_id), context.start)
+        return f"{context.thread_id}:{context.start}-{context.end}"
+
+
+async def _lost(job: Job, cached_ends: dict[str, int]) -> int:
+    """Threads whose store no longer holds a range the fleet served from it.
+
+    Every thread's last request is asked again with a fresh compressor: it must be served, or
+    extended, from a range reaching at least as far as the longest one a worker was served
+    (``cached_ends``). A summary a request made and could not store (the store failed) is not
+    counted: the request failed with it.
+    """
     chats = conversations(job.data, job.turns)
     store = open_store(job.url)
+    summarizer = _FirstCalls()
     lost = 0
-    with tempfile.TemporaryDirectory() as scratch:
-        summarizer = LoggedSummarizer(str(Path(scratch) / "calls.log"), 0.0)
-        for thread in range(job.threads):
-            messages = chats[thread % len(chats)]
-            length = request_lengths(messages)[: job.turns][-1]
-            compressor = SummarizeCompressor(
-                summarizer, store, namespace=job.namespace, summarizer_id=SUMMARIZER_ID
-            )
-            result = await compressor.compress_detailed(messages[:length], thread_id=f"t{thread}")
-            lost += result.outcome != "hit"
+    for thread in range(job.threads):
+        thread_id = f"t{thread}"
+        messages = chats[thread % len(chats)]
+        length = request_lengths(messages)[: job.turns][-1]
+        compressor = SummarizeCompressor(
+            summarizer, store, namespace=job.namespace, summarizer_id=SUMMARIZER_ID
+        )
+        result = await compressor.compress_detailed(messages[:length], thread_id=thread_id)
+        served = cached_ends.get(thread_id)
+        if served is None:
+            continue
+        if result.outcome == "hit" and result.summary_range is not None:
+            reach = result.summary_range[1]
+        else:
+            reach = summarizer.starts.get(thread_id, 0) - 1
+        lost += reach < served
     if isinstance(store, SupportsClose):
         await store.aclose()
     return lost
@@ -389,10 +476,17 @@ def _print(
         f"requests/s per worker    median {statistics.median(per_worker):,.0f} "
         f"({', '.join(f'{rate:,.0f}' for rate in per_worker)})"
     )
-    print(f"worker CPU per request   {cpu / requests * 1e6:,.0f} us")
+    system = sum(report.system_seconds for report in done)
+    print(
+        f"worker CPU per request   {cpu / requests * 1e6:,.0f} us "
+        f"({system / requests * 1e6:,.0f} us of it in the kernel)"
+    )
     server = f"{server_used / requests * 1e6:,.1f} us" if where.pids else "not local"
     print(f"server CPU per request   {server}")
     print(f"outcomes                 {dict(sorted(outcomes.items()))}")
+    trips = sum(report.round_trips for report in done)
+    waits = sum(report.lease_waits for report in done)
+    print(f"store round trips        {trips / requests:.2f} per request; {waits:,} lease waits")
     print(f"summarizer calls         {sum(calls.values()):,}")
     print(f"duplicate summarizations {sum(n - 1 for n in calls.values())}")
     print(f"lost summaries           {lost}")
@@ -400,6 +494,12 @@ def _print(
     slowest = max(report.slowest_error for report in done)
     failed = ", ".join(f"{name}: {n}" for name, n in errors.items()) or "none"
     print(f"failed requests          {failed}" + (f" (slowest {slowest:.2f} s)" if errors else ""))
+    if errors:
+        first = min(r.failed_from for r in done if r.failed_from) - args.started_at
+        last = max(r.failed_until for r in done) - args.started_at
+        print(f"                         from {first:.1f} s to {last:.1f} s into the run")
+    logged = sum((report.logged for report in done), Counter())
+    print(f"slimcache log records    {dict(sorted(logged.items())) or 'none'}")
 
 
 def main() -> None:
@@ -416,7 +516,12 @@ def main() -> None:
     parser.add_argument("--kill-primary-after", type=float, default=None)
     parser.add_argument("--data", choices=("chitchat", "synthetic"), default="chitchat")
     parser.add_argument("--profile", help="write a cProfile of the first worker here")
+    parser.add_argument(
+        "--hiredis", choices=("on", "off"), default="on", help="off: redis-py's Python parser"
+    )
     args = parser.parse_args()
+    if args.hiredis == "off":
+        os.environ[_NO_HIREDIS] = "1"
     with servers(args) as where:
         run_fleet(args, where)
 

@@ -41,6 +41,7 @@ from slimcache.bench.summarizers import BenchSummarizer, MeteredSummarizer
 from slimcache.bench.timing import TimedStore, timed_store
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.messages import check_messages
+from slimcache.stores.entries import ThreadIndex
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, SupportsGetMany
 from slimcache.stores.toolkit import redact_url
@@ -157,10 +158,16 @@ async def _replay_shared(
     mode.add_stats(compressor.stats)
 
 
-async def _timed_get(store: Store, key: str) -> float:
+async def _timed_get(store: Store, key: str) -> tuple[float, str | None]:
     started = time.perf_counter()
-    await store.get(key)
-    return time.perf_counter() - started
+    raw = await store.get(key)
+    return time.perf_counter() - started, raw
+
+
+def _newest(raw: str | None, thread: str, served: tuple[int, int] | None) -> bool:
+    """Whether a hit served the newest summary of its thread: the one its index holds."""
+    index = ThreadIndex.parse(raw, thread=thread)
+    return index is not None and served == (index.head.start, index.head.end)
 
 
 async def _replay_stateless(
@@ -191,22 +198,24 @@ async def _replay_stateless(
     for position, (conversation, thread_id) in enumerate(
         zip(conversations, thread_ids, strict=True)
     ):
-        index_key = ThreadKeys(thread_id).index
+        keys = ThreadKeys(thread_id)
         for number, request in enumerate(_requests(conversation)):
             compressor = settings.compressor(summarizer, store, name)
             get_first = time_hits and number % 2 == 1
-            get_seconds = await _timed_get(store.inner, index_key) if get_first else 0.0
+            get_seconds, raw = await _timed_get(store.inner, keys.index) if get_first else (0, None)
             started = time.perf_counter()
             result = await compressor.compress_detailed(request, thread_id=thread_id)
             elapsed = time.perf_counter() - started
+            stats = compressor.stats
             if time_hits and result.outcome == "hit":
                 if not get_first:
-                    get_seconds = await _timed_get(store.inner, index_key)
+                    get_seconds, raw = await _timed_get(store.inner, keys.index)
                 hits.append(elapsed)
                 gets.append(get_seconds)
+                newest = _newest(raw, keys.encoded, result.summary_range)
+                mode.add_hit(newest=newest, round_trips=stats.store_round_trips)
             aside += get_seconds
             on_result(position, result.summary_range)
-            stats = compressor.stats
             mode.per_request_input_tokens.append(stats.summarizer_input_tokens)
             mode.add_stats(stats)
             progress.advance()

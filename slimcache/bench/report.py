@@ -125,6 +125,7 @@ def _table(report: BenchReport) -> Table:
     row("store round trips", [_number(m.store_round_trips) for m in modes])
     row("store latency median / p99", [_latency(m) for m in modes])
     row("cache hit / store.get median", [_hit_latency(m) for m in modes])
+    row("round trips per hit: newest / older", [_hit_round_trips(m) for m in modes])
     row("summarizer call median", [_call_latency(m) for m in modes])
     if any(m.truncated_replies or m.shorter_retries for m in modes):
         row(
@@ -163,9 +164,34 @@ def _notes(report: BenchReport) -> list[str]:
             f"{second.hit_median_ms / second.index_get_median_ms:.1f}x one plain store.get of "
             f"the thread's index ({_duration(second.index_get_median_ms)}) in the same run."
         )
+        lines.extend(_round_trips_note(second))
         lines.extend(_call_note(report, second.hit_median_ms))
     lines.append("Cost counts summarizer input tokens only.")
     return lines
+
+
+def _per_hit(round_trips: int, hits: int) -> str:
+    return f"{round_trips / hits:.2f}" if hits else "-"
+
+
+def _hit_round_trips(mode: ModeResult) -> str:
+    if not mode.newest_hits and not mode.older_hits:
+        return "-"
+    newest = _per_hit(mode.newest_hit_round_trips, mode.newest_hits)
+    return f"{newest} / {_per_hit(mode.older_hit_round_trips, mode.older_hits)}"
+
+
+def _round_trips_note(mode: ModeResult) -> list[str]:
+    """Store round trips per hit, on the newest history and on older ones."""
+    if not mode.newest_hits and not mode.older_hits:
+        return []
+    return [
+        f"Round trips per hit: {_per_hit(mode.newest_hit_round_trips, mode.newest_hits)} "
+        f"on the newest history of a thread ({mode.newest_hits:,} hits), "
+        f"{_per_hit(mode.older_hit_round_trips, mode.older_hits)} on an earlier point of it "
+        f"({mode.older_hits:,} hits: the index and, unless this process read it before, "
+        "the older range)."
+    ]
 
 
 def _call_note(report: BenchReport, hit_ms: float) -> list[str]:
@@ -175,9 +201,11 @@ def _call_note(report: BenchReport, hit_ms: float) -> list[str]:
         return []
     mode = max(timed, key=lambda m: m.call_samples)
     call_ms = mode.call_median_ms or 0.0
+    ratio = call_ms / hit_ms
+    shown = f"{ratio:,.0f}x" if ratio >= 10 else f"{ratio:.2g}x"  # an offline call is quick
     return [
         f"A summarizer call took {_duration(call_ms)} (median of {mode.call_samples:,} in "
-        f"{mode.label}): {call_ms / hit_ms:,.0f}x a cache hit."
+        f"{mode.label}): {shown} a cache hit."
     ]
 
 

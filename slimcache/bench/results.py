@@ -114,6 +114,12 @@ class ModeResult:
         index_get_median_ms: Median time of one plain ``store.get`` of the thread's index
             key, made beside each of those hits in the same run, or ``None``.
         hit_samples: How many hits (and index reads) the two medians are taken over.
+        newest_hits: Of those hits, the ones that served their thread's newest summary (the
+            index's own copy): a request for the thread as it stands.
+        newest_hit_round_trips: Store round trips those hits made.
+        older_hits: The others: a request for an earlier point of the thread, whose summary
+            is an older range the index lists.
+        older_hit_round_trips: Store round trips those hits made.
         call_median_ms: Median time of one summarizer call that returned, or ``None`` when
             the mode made none.
         call_samples: How many calls that median is taken over.
@@ -145,6 +151,10 @@ class ModeResult:
     hit_median_ms: float | None = None
     index_get_median_ms: float | None = None
     hit_samples: int = 0
+    newest_hits: int = 0
+    newest_hit_round_trips: int = 0
+    older_hits: int = 0
+    older_hit_round_trips: int = 0
     call_median_ms: float | None = None
     call_samples: int = 0
     truncated_replies: int = 0
@@ -177,6 +187,15 @@ class ModeResult:
         self.store_batches += stats.store_batches
         self.truncated_replies += stats.truncated_replies
         self.shorter_retries += stats.shorter_retries
+
+    def add_hit(self, *, newest: bool, round_trips: int) -> None:
+        """Count one timed hit, on the newest history of its thread or on an older one."""
+        if newest:
+            self.newest_hits += 1
+            self.newest_hit_round_trips += round_trips
+        else:
+            self.older_hits += 1
+            self.older_hit_round_trips += round_trips
 
     def add_call_times(self, seconds: Sequence[float]) -> None:
         """Record how long the summarizer calls of this mode took."""

@@ -10,20 +10,19 @@ them (``strategies``).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, Literal, overload
 
 from slimcache._exceptions import InvalidInput, StoreError, SummarizerError
+from slimcache.core.blueprint import Blueprint, blueprint
 from slimcache.core.commit import CatchUpCommits, IndexWriter
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
     ExtendCached,
     History,
-    Identity,
-    Rules,
     ServeCached,
     SummarizeAnew,
     decide,
@@ -33,20 +32,12 @@ from slimcache.core.producing import SummaryProducer, Work
 from slimcache.core.results import CompressionResult, Outcome, Stats
 from slimcache.core.settings import (
     DEFAULT_SUMMARY_TEMPLATE,
-    CacheOptions,
-    Coordination,
-    ErrorHandling,
-    Hooks,
-    SummaryFormat,
-    Timeouts,
     call_hook,
     check_store,
     check_summarizer,
-    resolve_policies,
-    takes_messages_summary_ms,
 )
-from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy, sends_previous
-from slimcache.core.summarizer import Prompts, Summarizer, summarizer_name
+from slimcache.core.strategies import Strategy, StrategyName
+from slimcache.core.summarizer import Prompts, Summarizer
 from slimcache.core.telemetry import observed
 from slimcache.core.thread_cache import StoreIO, ThreadCache
 from slimcache.core.turns import PlannedRead, due_range, plan_read, take_turn
@@ -56,11 +47,9 @@ from slimcache.messages import (
     Conversation,
     Message,
     MessageT,
-    RememberingCounter,
     TokenCounter,
     approx_tokens,
     check_messages,
-    count_message_tokens,
 )
 from slimcache.stores.entries import SummaryEntry
 from slimcache.stores.keys import ThreadKeys
@@ -74,15 +63,6 @@ logger = logging.getLogger("slimcache")
 
 Hook = Any
 
-# Summary messages whose token counts a compressor remembers; all are forgotten past this.
-_SUMMARY_TOKEN_COUNTS = 1024
-
-
-def _counting(token_counter: TokenCounter) -> TokenCounter:
-    """``token_counter``, remembering the counts of the texts it saw (see the class docstring)."""
-    # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
-    return token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
-
 
 class SummarizeCompressor:
     """Keeps recent messages verbatim and replaces older ones with a cached summary.
@@ -91,7 +71,9 @@ class SummarizeCompressor:
     nothing new needs summarizing, with zero summarizer calls and one store read; (2) otherwise
     extends the longest cached summary that is still valid with only the messages after it;
     (3) otherwise summarizes from scratch. All state lives in the store, so any number of
-    stateless servers sharing a store behave as one.
+    stateless servers sharing a store behave as one. Building one per request costs little:
+    the arguments are checked, and what follows from them derived, once for each set of
+    arguments a process uses (see :mod:`slimcache.core.blueprint`).
 
     Args:
         summarizer: ``(messages, context) -> str``, async or sync; see :class:`SummaryContext`.
@@ -114,8 +96,9 @@ class SummarizeCompressor:
             model with an 8,192-token context. ``None``: no bound.
         prompts: The default prompts given to the summarizer.
         token_counter: Counts a text's tokens (default: ``ceil(len / 4)``). Any other counter
-            must depend on the text alone: the compressor remembers the counts of the texts it
-            saw (up to 2 million characters of text), so a tokenizer reads each text once.
+            must depend on the text alone: compressors built with the same settings remember
+            the counts of the texts they saw (up to 2 million characters of text), so a
+            tokenizer reads each text once, however many compressors a server builds.
         message_overhead: Tokens added per message for role and framing.
         summary_role: Role of the summary message: ``"system"`` (default), ``"developer"``,
             ``"user"`` or ``"assistant"``.
@@ -203,53 +186,69 @@ class SummarizeCompressor:
     ) -> None:
         check_summarizer(summarizer)
         check_store(store)
-        self._trigger, self._keep = resolve_policies(trigger, keep)
-        self._strategy = resolve_strategy(strategy)
-        summary = SummaryFormat(
-            max_summary_tokens,
-            prompts,
-            token_counter,
-            message_overhead,
-            summary_role,
-            summary_template,
-            max_input_tokens,
+        # Checked and derived once per set of arguments, for a compressor built per request.
+        made = blueprint(
+            (
+                summarizer,
+                trigger,
+                keep,
+                strategy,
+                max_summary_tokens,
+                max_input_tokens,
+                prompts,
+                token_counter,
+                message_overhead,
+                summary_role,
+                summary_template,
+                namespace,
+                ttl,
+                checkpoints,
+                summarizer_timeout,
+                on_summarizer_error,
+                on_store_error,
+                summarizer_id,
+                reuse_entries,
+                lock_wait,
+                lease_ttl,
+                single_writer,
+                store_timeout,
+                fingerprint,
+                on_evict,
+                on_compress,
+                on_cache_hit,
+                on_error,
+            )
         )
-        cache = CacheOptions(namespace, ttl, checkpoints, reuse_entries, fingerprint, summarizer_id)
-        timeouts = Timeouts(summarizer_timeout, store_timeout)
-        errors = ErrorHandling(on_summarizer_error, on_store_error)
-        coordination = Coordination(lock_wait, lease_ttl, single_writer)
-        hooks = Hooks(on_evict, on_compress, on_cache_hit, on_error)
+        self._adopt(made)
         self._summarizer = summarizer
         self._store: Store = store if store is not None else MemoryStore()
-        self._max_summary_tokens = summary.max_summary_tokens
-        self._prompts = summary.resolved_prompts
-        self._prompt_tokens: int | None = None  # of the summarize prompt, once counted
-        self._summary_token_counts: dict[tuple[str, int, int], int] = {}
-        self._count = _counting(token_counter)
-        self._overhead = summary.message_overhead
-        self._bound = summary.bound(self._count, sends_previous=sends_previous(self._strategy))
-        self._summary_role = summary.summary_role
-        self._summary_template = summary.summary_template
-        self._namespace = cache.namespace
-        self._ttl = cache.ttl
-        self._checkpoints = cache.checkpoints
-        self._timeout = timeouts.summarizer_timeout
-        self._on_summarizer_error = errors.on_summarizer_error
-        self._on_store_error = errors.on_store_error
-        self._summarizer_id = cache.summarizer_id or summarizer_name(summarizer)
-        self._lock_wait = coordination.lock_wait
-        self._lease_ttl = coordination.lease_ttl
-        self._single_writer = coordination.single_writer
-        self._by_id = cache.by_id
         self._stats = Stats()
-        self._io = StoreIO(self._store, self._stats, timeout=timeouts.store_timeout, ttl=self._ttl)
-        identity = Identity(self._summarizer_id, self._prompts.digest, self._strategy.name)
-        matching = identity if cache.reuse_entries == "matching" else None
-        self._rules = Rules(self._trigger, self._keep, self._summary_tokens, matching)
-        self._hooks = hooks.pick("on_evict", "on_compress", "on_cache_hit", "on_error")
-        self._legacy_on_compress = takes_messages_summary_ms(hooks.on_compress)
+        self._io = StoreIO(self._store, self._stats, timeout=made.store_timeout, ttl=self._ttl)
 
     # ------------------------------------------------------------------ public API
+
+    def _adopt(self, made: Blueprint) -> None:
+        """Take the settings from their blueprint (read on every request, so kept at hand)."""
+        self._blueprint = made
+        self._trigger, self._keep, self._strategy = made.trigger, made.keep, made.strategy
+        self._max_summary_tokens = made.max_summary_tokens
+        self._prompts = made.prompts
+        self._count = made.count
+        self._overhead = made.overhead
+        self._bound = made.bound
+        self._namespace = made.namespace
+        self._ttl = made.ttl
+        self._checkpoints = made.checkpoints
+        self._timeout = made.summarizer_timeout
+        self._on_summarizer_error = made.on_summarizer_error
+        self._on_store_error = made.on_store_error
+        self._summarizer_id = made.summarizer_id
+        self._lock_wait = made.lock_wait
+        self._lease_ttl = made.lease_ttl
+        self._single_writer = made.single_writer
+        self._by_id = made.by_id
+        self._rules = made.rules
+        self._hooks = made.hooks
 
     @property
     def store(self) -> Store:
@@ -259,7 +258,7 @@ class SummarizeCompressor:
     @property
     def stats(self) -> Stats:
         """A snapshot of the counters."""
-        return replace(self._stats)
+        return copy.copy(self._stats)
 
     def reset_stats(self) -> None:
         """Zero every counter; the cache is untouched."""
@@ -538,40 +537,15 @@ class SummarizeCompressor:
 
     # ------------------------------------------------------------------ results
 
-    def _summary_message(self, summary: str, start: int, end: int) -> dict[str, Any]:
-        content = self._summary_template.format(
-            summary=summary, start=start, end=end, count=end - start + 1
-        )
-        return {"role": self._summary_role, "content": content}
-
-    def _summary_tokens(self, entry: SummaryEntry) -> int:
-        # A hit asks twice (the index's head, then the base), and the next request again: the
-        # summary message is built from the summary and counted once, not on every ask.
-        key = (entry.summary, entry.start, entry.end)
-        found = self._summary_token_counts.get(key)
-        if found is None:
-            message = self._summary_message(entry.summary, entry.start, entry.end)
-            found = count_message_tokens(message, self._count, self._overhead)
-            if len(self._summary_token_counts) >= _SUMMARY_TOKEN_COUNTS:
-                self._summary_token_counts.clear()
-            self._summary_token_counts[key] = found
-        return found
-
     async def _hit(self, work: Work, entry: SummaryEntry) -> CompressionResult:
         self._stats.cache_hits += 1
         # The covered messages are the ones the entry was made from (their fingerprint matched),
         # so their tokens are the ones it recorded: a hit counts none of them again.
-        work.naive_tokens = self._summarize_prompt_tokens() + entry.covered_tokens
+        work.naive_tokens = self._blueprint.prompt_tokens + entry.covered_tokens
         return await self._made(work, entry.summary, entry.start, entry.end, "hit", cached=True)
 
-    def _summarize_prompt_tokens(self) -> int:
-        if self._prompt_tokens is None:  # the same on every call: counted once
-            prompt = self._prompts.render("summarize", self._max_summary_tokens)
-            self._prompt_tokens = self._count(prompt)
-        return self._prompt_tokens
-
     def _naive_tokens(self, checked: CheckedMessages, start: int, end: int) -> int:
-        return self._summarize_prompt_tokens() + sum(checked.tokens[start : end + 1])
+        return self._blueprint.prompt_tokens + sum(checked.tokens[start : end + 1])
 
     async def _made(
         self,
@@ -586,11 +560,11 @@ class SummarizeCompressor:
         if outcome != "hit":
             work.naive_tokens = self._naive_tokens(work.checked, start, end)
         self._stats.naive_input_tokens += work.naive_tokens
-        messages = work.around(self._summary_message(summary, start, end), end)
+        messages = work.around(self._blueprint.summary_message(summary, start, end), end)
         hook = "on_cache_hit" if outcome == "hit" else "on_compress"
         if self._hooks[hook] is not None:  # the event is built only for a hook that takes it
             event = work.event(outcome, start, end, self._count(summary))
-            legacy = hook == "on_compress" and self._legacy_on_compress
+            legacy = hook == "on_compress" and self._blueprint.legacy_on_compress
             await self._emit(
                 hook, *(work.convo_compress_args(event, summary) if legacy else (event,))
             )

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.stores.protocol import Store
+from slimcache.stores.protocol import Store, conforms
 from slimcache.stores.toolkit import check_seconds, redact_url
 
 __all__ = [
@@ -42,7 +42,7 @@ def check_store(store: object, *, optional: bool = True) -> None:
             f"store must be a store, not the URL string {redact_url(store)!r}: open it first, "
             f"store=open_store({redact_url(store)!r})"
         )
-    if (store is not None or not optional) and not isinstance(store, Store):
+    if (store is not None or not optional) and not conforms(store, Store):
         raise ConfigurationError(
             f"store must have async get, set and delete methods, got {type(store).__name__}"
         )

@@ -34,7 +34,7 @@ from slimcache.core.setting_checks import (
 from slimcache.core.summarizer import Prompts
 from slimcache.messages import DEFAULT_MESSAGE_OVERHEAD, TokenCounter, approx_tokens
 from slimcache.stores.keys import normalize_namespace
-from slimcache.stores.protocol import positive_int, validate_ttl
+from slimcache.stores.protocol import conforms, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [
@@ -115,9 +115,9 @@ def resolve_policies(
             )
     resolved_trigger: Trigger = trigger if trigger is not None else MessageThreshold(20)
     resolved_keep: Keep = keep if keep is not None else KeepMessages(default_keep)
-    if not isinstance(resolved_trigger, Trigger):
+    if not conforms(resolved_trigger, Trigger):
         raise ConfigurationError(f"trigger has no reason() method: {resolved_trigger!r}")
-    if not isinstance(resolved_keep, Keep):
+    if not conforms(resolved_keep, Keep):
         raise ConfigurationError(f"keep has no satisfied() method: {resolved_keep!r}")
     check_hysteresis(resolved_trigger, resolved_keep)
     return resolved_trigger, resolved_keep

@@ -3,7 +3,8 @@
 :class:`StoreIO` wraps one store call at a time, a batch of operations included (one round trip
 where the store can, else one call each); :class:`ThreadCache` is one thread's cache as the
 compressor uses it: read the index, read ranges, the writes of a commit (the range, then the
-index), undo, and repair.
+index), undo, and repair. Entries read from a store are remembered by the process (per store),
+so a request for an earlier point of a thread reads only the index once its range was read.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import dataclasses
 import inspect
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from slimcache._exceptions import ConfigurationError, StoreError, StoreTimeout
 from slimcache.core import telemetry
 from slimcache.core.results import Stats
-from slimcache.stores.entries import SummaryEntry, ThreadIndex
+from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import (
     CompareAndSetOp,
@@ -33,11 +35,13 @@ from slimcache.stores.protocol import (
     SupportsGetMany,
     SupportsSetIfAbsent,
     call_bound,
+    conforms,
 )
 from slimcache.stores.toolkit import run_bounded, run_op
 
 __all__ = [
     "INDEX_ATTEMPTS",
+    "KNOWN_ENTRIES",
     "StoreIO",
     "ThreadCache",
     "bounds_itself",
@@ -53,6 +57,27 @@ _T = TypeVar("_T")
 
 # Attempts at writing the index when other workers keep writing it in between.
 INDEX_ATTEMPTS = 8
+
+KNOWN_ENTRIES = 2048
+"""Summary entries a process remembers per store (see :meth:`ThreadCache.known`); all are
+forgotten past this."""
+
+# Per store: (thread key prefix, start, end, fingerprint) -> an entry read from it.
+_KnownEntries = dict[tuple[str, int, int, str], SummaryEntry]
+_KNOWN: weakref.WeakKeyDictionary[Any, _KnownEntries] = weakref.WeakKeyDictionary()
+
+
+def known_entries(store: object) -> _KnownEntries | None:
+    """The entries this process read from ``store``; ``None`` for a store that cannot be
+    told apart from others (not hashable, or no weak reference to it)."""
+    try:
+        found = _KNOWN.get(store)
+        if found is None:
+            found = _KNOWN[store] = {}
+    except TypeError:
+        return None
+    return found
+
 
 # Clean-ups running in the background, referenced until they finish.
 _BACKGROUND: set[asyncio.Task[None]] = set()
@@ -112,6 +137,10 @@ def bounds_itself(store: object, timeout: float | None) -> bool:
     return timeout is None or (own is not None and own <= timeout)
 
 
+def _words(what: str | Callable[[], str]) -> str:
+    return what if isinstance(what, str) else what()
+
+
 class StoreIO:
     """Calls the store, each call bounded by ``timeout`` seconds and counted in ``stats``.
 
@@ -144,27 +173,27 @@ class StoreIO:
         self.timeouts = 0  # calls that ran out of time, so far
         # The bound this object enforces itself: none when the store's own is enough.
         self._bound = None if bounds_itself(store, timeout) else timeout
-
-    @property
-    def atomic(self) -> bool:
+        # The store's abilities, looked up once per type of store (see conforms).
+        self.atomic = conforms(store, SupportsSetIfAbsent)
         """Whether the store has an atomic ``set_if_absent``."""
-        return isinstance(self.store, SupportsSetIfAbsent)
-
-    @property
-    def batches(self) -> bool:
+        self.batches = conforms(store, SupportsBatch)
         """Whether the store runs several operations in one round trip (``batch``)."""
-        return isinstance(self.store, SupportsBatch)
-
-    @property
-    def compares(self) -> bool:
+        self.compares = conforms(store, SupportsCompareAndSet)
         """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
-        return isinstance(self.store, SupportsCompareAndSet)
+        self._reads_many = conforms(store, SupportsGetMany)
+        # Entries expire with a TTL: none is then served from this process's memory.
+        self.known = known_entries(store) if ttl is None else None
 
     async def _call(
-        self, what: str, method: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
+        self,
+        what: str | Callable[[], str],
+        method: Callable[..., Awaitable[_T]],
+        *args: Any,
+        **kwargs: Any,
     ) -> _T:
         """``method(*args, **kwargs)``, bounded and counted, with every failure a
-        ``StoreError``: whatever a user's store raises, even before it returns a coroutine."""
+        ``StoreError``: whatever a user's store raises, even before it returns a coroutine.
+        ``what`` may be a function, called only when the call fails."""
         try:
             call = method(*args, **kwargs)
             if self._bound is not None:
@@ -176,7 +205,7 @@ class StoreIO:
             self.stats.store_errors += 1
             self.timeouts += 1
             after = "" if self.timeout is None else f" after {self.timeout:g}s"
-            raise StoreTimeout(f"store {what} timed out{after}") from exc
+            raise StoreTimeout(f"store {_words(what)} timed out{after}") from exc
         except StoreTimeout:  # the store's own bound
             self.stats.store_errors += 1
             self.timeouts += 1
@@ -186,7 +215,7 @@ class StoreIO:
             raise
         except Exception as exc:
             self.stats.store_errors += 1
-            raise StoreError(f"store {what} failed: {type(exc).__name__}: {exc}") from exc
+            raise StoreError(f"store {_words(what)} failed: {type(exc).__name__}: {exc}") from exc
 
     def _ttl(self, method: str, ttl: float | None) -> dict[str, float]:
         """The ``ttl`` keyword to pass: none when there is no TTL, or the store takes none."""
@@ -195,16 +224,20 @@ class StoreIO:
     async def get(self, key: str) -> str | None:
         """Read one key."""
         self.stats.store_reads += 1
-        value: Any = await self._call(f"get {key!r}", self.store.get, key)
+        value: Any = await self._call(lambda: f"get {key!r}", self.store.get, key)
         return value if isinstance(value, str) else None
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Read several keys, in one round trip where the store can."""
         store = self.store
-        if not isinstance(store, SupportsGetMany):
+        if not self._reads_many:
             return [await self.get(key) for key in keys]
         self.stats.store_reads += 1
-        values: Any = await self._call(f"get_many of {len(keys)} keys", store.get_many, keys)
+        values: Any = await self._call(
+            f"get_many of {len(keys)} keys",
+            cast(SupportsGetMany, store).get_many,
+            keys,
+        )
         if not isinstance(values, list) or len(values) != len(keys):
             raise StoreError(f"get_many returned {values!r:.80} for {len(keys)} keys")
         return [value if isinstance(value, str) else None for value in values]
@@ -217,8 +250,8 @@ class StoreIO:
 
     async def set_if_absent(self, key: str, value: str, *, ttl: float | None) -> bool:
         """Write one key if absent; the store must have the ability."""
-        store = self.store
-        assert isinstance(store, SupportsSetIfAbsent)
+        assert self.atomic, "set_if_absent on a store without it"
+        store = cast(SupportsSetIfAbsent, self.store)
         self.stats.store_writes += 1
         ttl_kw = self._ttl("set_if_absent", ttl)
         won: bool = await self._call(
@@ -230,8 +263,8 @@ class StoreIO:
         self, key: str, expected: str | None, value: str, *, ttl: float | None = None
     ) -> bool:
         """Write one key if it holds ``expected``; the store must have the ability."""
-        store = self.store
-        assert isinstance(store, SupportsCompareAndSet)
+        assert self.compares, "compare-and-set on a store without it"
+        store = cast(SupportsCompareAndSet, self.store)
         self.stats.store_writes += 1
         ttl_kw = self._ttl("compare_and_set", ttl or self.ttl)
         won: bool = await self._call(
@@ -241,8 +274,8 @@ class StoreIO:
 
     async def compare_and_delete(self, key: str, expected: str) -> bool:
         """Delete one key if it holds ``expected``; the store must have the ability."""
-        store = self.store
-        assert isinstance(store, SupportsCompareAndSet)
+        assert self.compares, "compare-and-set on a store without it"
+        store = cast(SupportsCompareAndSet, self.store)
         self.stats.store_deletes += 1
         done: bool = await self._call(
             f"compare_and_delete {key!r}", store.compare_and_delete, key, expected
@@ -261,10 +294,14 @@ class StoreIO:
         ``compare_and_set``) when it has no ``batch``.
         """
         store = self.store
-        if not isinstance(store, SupportsBatch):
+        if not self.batches:
             return [await run_op(self, op) for op in ops]
         self.stats.store_batches += 1
-        results: Any = await self._call(f"batch of {len(ops)} operations", store.batch, ops)
+        results: Any = await self._call(
+            f"batch of {len(ops)} operations",
+            cast(SupportsBatch, store).batch,
+            ops,
+        )
         if not isinstance(results, list) or len(results) != len(ops):
             raise StoreError(f"batch returned {results!r:.80} for {len(ops)} operations")
         return [
@@ -286,12 +323,42 @@ class ThreadCache:
         self.keys = keys
 
     def parse_index(self, raw: str | None) -> ThreadIndex | None:
-        """Parse a raw index value (unusable values are logged misses)."""
-        return ThreadIndex.parse(raw, thread=self.keys.encoded)
+        """Parse a raw index value (unusable values are logged misses); its head is
+        remembered (see :meth:`known`)."""
+        index = ThreadIndex.parse(raw, thread=self.keys.encoded)
+        if index is not None:
+            self.remember(index.head)
+        return index
 
     def parse_range(self, raw: str | None, start: int, end: int) -> SummaryEntry | None:
-        """Parse a raw range value (unusable values are logged misses)."""
-        return SummaryEntry.parse(raw, thread=self.keys.encoded, start=start, end=end)
+        """Parse a raw range value (unusable values are logged misses); an entry is
+        remembered (see :meth:`known`)."""
+        entry = SummaryEntry.parse(raw, thread=self.keys.encoded, start=start, end=end)
+        if entry is not None:
+            self.remember(entry)
+        return entry
+
+    def remember(self, entry: SummaryEntry) -> None:
+        """Remember an entry read from the store, for :meth:`known`."""
+        known = self.io.known
+        if known is not None:
+            if len(known) >= KNOWN_ENTRIES:
+                known.clear()
+            known[(self.keys.prefix, entry.start, entry.end, entry.fingerprint)] = entry
+
+    def known(self, ref: RangeRef) -> SummaryEntry | None:
+        """An entry for ``ref`` this process read from the store before, or ``None``.
+
+        A request for an earlier point of the thread than its index's newest summary (a
+        worker behind the others, a replay) needs a range besides the index. The index lists
+        each range with the fingerprint of the messages it covers, so an entry read before
+        with the same fingerprint summarizes exactly those messages: it is served without
+        reading the range again. Not with a TTL, as the store would have dropped it by then.
+        """
+        known = self.io.known
+        if known is None:
+            return None
+        return known.get((self.keys.prefix, ref.start, ref.end, ref.fingerprint))
 
     async def read_index(self) -> str | None:
         """Read the raw index."""

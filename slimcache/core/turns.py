@@ -67,10 +67,17 @@ async def plan_read(
 ) -> PlannedRead:
     """Run the planner on one read of the index, reading candidate ranges it asks for."""
     view = read_index(cache.parse_index(index_raw), history, rules)
-    fetched: list[SummaryEntry | None] = []
-    if view.candidates:  # usually none: the head is the longest range that matches
-        fetched = await cache.read_ranges([(r.start, r.end) for r in view.candidates])
-    base, gone = pick_base(view, fetched, rules)
+    # Usually no candidates: the head is the longest range that matches. A request for an
+    # earlier point of the thread needs the longest candidate, read unless known already.
+    known = cache.known(view.candidates[0]) if view.candidates else None
+    base: SummaryEntry | None
+    if known is not None and rules.usable(known):
+        base, gone = known, frozenset[RangeRef]()
+    else:
+        fetched: list[SummaryEntry | None] = []
+        if view.candidates:
+            fetched = await cache.read_ranges([(r.start, r.end) for r in view.candidates])
+        base, gone = pick_base(view, fetched, rules)
     decision = decide(history, base, rules, force=force)
     return PlannedRead(index_raw, view, base, gone, decision)
 

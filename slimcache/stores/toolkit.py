@@ -411,6 +411,7 @@ class BoundedStore(ClosingStore):
         timeouts: tuple[type[BaseException], ...] = (),
         in_place: bool = False,
         unwinding: set[asyncio.Future[Any]] | None = None,
+        settles_in_time: bool = False,
     ) -> _T:
         """Await ``call`` within :attr:`timeout`, translating its failures.
 
@@ -428,12 +429,18 @@ class BoundedStore(ClosingStore):
                 call runs as a task of its own (see :func:`run_bounded`).
             unwinding: Where calls given up on are kept until they have unwound (see
                 :func:`run_bounded`).
+            settles_in_time: ``call`` is settled within :attr:`timeout` by itself (an
+                ``asyncio.TimeoutError`` past it), as a reply batched with others under one
+                bound is: no timer of its own is set; its failures are translated all the
+                same.
 
         Raises:
             StoreTimeout: No answer within the bound, or the driver timed out.
             StoreError: The driver failed with one of ``errors``.
         """
         try:
+            if settles_in_time:
+                return await call
             if in_place and _TIMEOUT_SCOPE is not None:
                 async with _TIMEOUT_SCOPE(self._timeout):
                     return await call

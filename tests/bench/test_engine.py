@@ -201,3 +201,19 @@ def test_engine_imports_without_the_extra() -> None:
     assert "missing: the chitchat dataset is not installed" in done.stdout
     assert "pip install 'slimcache[bench]'" in done.stdout
     assert done.stderr.strip() == "slimcache bench needs its extra: pip install 'slimcache[bench]'"
+
+
+async def test_second_pass_counts_round_trips_of_hits_on_the_newest_and_older_histories() -> None:
+    data = dataset(30, 22)
+    report = await replay(data, MemoryStore())
+    second = report.modes["second_pass"]
+    # A replay asks for every earlier point of a thread again: most hits serve an older range.
+    assert second.newest_hits + second.older_hits == second.hit_samples
+    assert second.newest_hits > 0
+    assert second.older_hits > second.newest_hits
+    # The newest history is one read, the index; the process read every older range before.
+    assert second.newest_hit_round_trips == second.newest_hits
+    assert second.older_hit_round_trips == second.older_hits
+    for key in ("naive", "memory", "store"):
+        mode = report.modes[key]
+        assert (mode.newest_hits, mode.older_hits) == (0, 0)

@@ -10,16 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import math
+import uuid
 from typing import Any
 
 import pytest
 
-from slimcache import MemoryStore, Stats, StoreError, StoreTimeout
+from slimcache import (
+    KeepMessages,
+    MemoryStore,
+    MessageThreshold,
+    Stats,
+    StoreError,
+    StoreTimeout,
+    SummarizeCompressor,
+)
 from slimcache.core.thread_cache import StoreIO, bounds_itself
 from slimcache.stores import SupportsCallTimeout
 from slimcache.stores.protocol import call_bound
 from slimcache.stores.toolkit import translate_errors
-from tests.fakes import CountingStore
+from tests.fakes import CountingStore, RecordingSummarizer, chat
+from tests.servers.redis_server import RedisStoreFactory
 
 
 class Stated(CountingStore):
@@ -193,3 +203,99 @@ async def test_a_stores_own_asyncio_timeout_is_a_store_timeout_with_or_without_a
     with pytest.raises(StoreTimeout, match=message):
         await io.get("k")
     assert io.timeouts == 1
+
+
+# -- entries a process has read: an earlier point of a thread needs no second read -------------
+
+
+class SharedStore(CountingStore):
+    """A plain store over a dict another one may share: two of them are two processes'
+    connections to the same server."""
+
+    def __init__(self, data: dict[str, str]) -> None:
+        super().__init__()
+        self.data = data
+
+
+async def _replay(
+    history: list[dict[str, Any]],
+    stores: tuple[Any, Any] | None = None,
+    **options: Any,
+) -> list[tuple[int, tuple[int, int] | None]]:
+    """Build a thread turn by turn through one store, then ask for its earlier points
+    through another over the same data: the round trips and the range served of each."""
+    summarizer = RecordingSummarizer()
+
+    def make(store: Any) -> SummarizeCompressor:
+        return SummarizeCompressor(
+            summarizer, store, trigger=MessageThreshold(8), keep=KeepMessages(4), **options
+        )
+
+    data: dict[str, str] = {}
+    builder, replayer = stores or (SharedStore(data), SharedStore(data))
+    for n in range(2, len(history) + 1, 2):
+        await make(builder).compress(history[:n], thread_id="t")
+    served = []
+    for n in range(12, len(history) - 1, 2):
+        compressor = make(replayer)
+        result = await compressor.compress_detailed(history[:n], thread_id="t")
+        assert result.outcome == "hit"
+        served.append((compressor.stats.store_round_trips, result.summary_range))
+    assert len(summarizer.calls) >= 4
+    return served
+
+
+async def test_a_range_read_once_is_not_read_again_for_an_earlier_point() -> None:
+    served = await _replay(chat(40))
+    # Behind the index's newest summary, a request reads the range it needs (on this store
+    # without get_many, one call per candidate range): once. After that, the index alone,
+    # whose listing of the range's fingerprint vouches for the entry remembered.
+    seen: set[tuple[int, int] | None] = set()
+    for trips, served_range in served:
+        assert (trips > 1) == (served_range not in seen), served
+        seen.add(served_range)
+    assert len(seen) >= 3
+
+
+@pytest.mark.servers
+async def test_on_redis_an_earlier_point_is_one_read_once_its_range_was_read(
+    redis_store_factory: RedisStoreFactory,
+) -> None:
+    prefix = f"known:{uuid.uuid4().hex}:"
+    stores = (await redis_store_factory(prefix=prefix), await redis_store_factory(prefix=prefix))
+    served = await _replay(chat(40), stores)
+    seen: set[tuple[int, int] | None] = set()
+    for trips, served_range in served:
+        assert trips == (1 if served_range in seen else 2), served
+        seen.add(served_range)
+    assert len(seen) >= 3
+
+
+async def test_with_a_ttl_every_earlier_point_reads_its_range() -> None:
+    served = await _replay(chat(40), ttl=3600)
+    assert all(trips > 1 for trips, _ in served), served
+
+
+async def test_an_entry_read_from_one_store_is_never_served_from_another() -> None:
+    # Store b lists the same ranges (its index copied from a) but holds none of them: what
+    # this process read from a does not stand in for them.
+    a, b = MemoryStore(), MemoryStore()
+    summarizer = RecordingSummarizer()
+
+    def make(store: MemoryStore) -> SummarizeCompressor:
+        return SummarizeCompressor(
+            summarizer, store, trigger=MessageThreshold(8), keep=KeepMessages(4)
+        )
+
+    history = chat(40)
+    for n in range(2, 41, 2):
+        await make(a).compress(history[:n], thread_id="t")
+    early = await make(a).compress_detailed(history[:12], thread_id="t")
+    assert early.outcome == "hit"
+    index = await a.get("thread_t:index")
+    assert index is not None
+    await b.set("thread_t:index", index)
+    calls = len(summarizer.calls)
+    result = await make(b).compress_detailed(history[:12], thread_id="t")
+    assert result.outcome != "hit"
+    assert len(summarizer.calls) > calls

@@ -23,7 +23,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from slimcache_redis import RedisStore
 
-from slimcache import ConfigurationError, StoreError, open_store
+from slimcache import ConfigurationError, StoreError, StoreTimeout, open_store
 from slimcache.stores import CompareAndSetOp, GetOp, SetOp
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 from tests.servers.redis_server import RedisServer, RedisStoreFactory
@@ -689,3 +689,78 @@ async def test_owned_injected_client_is_closed_with_the_store(
     assert await connections_named(raw, name) == 1
     await store.aclose()
     await asyncio.wait_for(wait_for_connections(raw, name, 0), GUARD)
+
+
+# -- reads of one turn of the event loop go out together ---------------------------------------
+
+
+async def test_concurrent_reads_share_one_connection(
+    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+) -> None:
+    # One connection at most: forty reads at once, each sent on a connection of its own,
+    # would need forty. Sent together, they need one, and each caller gets its own value.
+    store = await redis_store_factory(max_connections=1)
+    for i in range(40):
+        await raw.set(f"{store.prefix}k{i}", f"v{i}")
+    gets = [store.get(f"k{i}") for i in range(40)]
+    many = [store.get_many([f"k{i}", f"k{i + 1}", "absent"]) for i in range(0, 38, 2)]
+    values = await asyncio.wait_for(asyncio.gather(*gets, *many), GUARD)
+    assert values[:40] == [f"v{i}" for i in range(40)]
+    assert values[40:] == [[f"v{i}", f"v{i + 1}", None] for i in range(0, 38, 2)]
+
+
+async def test_a_read_that_redis_refuses_fails_alone(
+    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+) -> None:
+    store = await redis_store_factory()
+    await raw.rpush(f"{store.prefix}list", "x")
+    await raw.set(f"{store.prefix}a", "1")
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(store.get("a"), store.get("list"), store.get("b"), return_exceptions=True),
+        GUARD,
+    )
+    assert outcomes[0] == "1"
+    assert outcomes[2] is None
+    refused = outcomes[1]
+    assert isinstance(refused, StoreError)
+    assert "GET of key 'list'" in str(refused)
+    assert isinstance(refused.__cause__, ResponseError)
+
+
+async def test_a_cancelled_read_leaves_the_others_of_its_turn_alone(
+    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+) -> None:
+    store = await redis_store_factory()
+    await raw.set(f"{store.prefix}a", "1")
+    await raw.set(f"{store.prefix}b", "2")
+    first = asyncio.ensure_future(store.get("a"))
+    second = asyncio.ensure_future(store.get("b"))
+    await asyncio.sleep(0)  # both are waiting on the same pipeline
+    first.cancel()
+    assert await asyncio.wait_for(second, GUARD) == "2"
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert await store.get("a") == "1"
+
+
+async def test_reads_of_a_frozen_server_end_at_the_bound_and_recover(
+    redis_server: RedisServer, redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+) -> None:
+    store = await redis_store_factory(timeout=1.0)
+    for i in range(10):
+        await raw.set(f"{store.prefix}k{i}", f"v{i}")
+    redis_server.freeze()
+    try:
+        started = asyncio.get_running_loop().time()
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*(store.get(f"k{i}") for i in range(10)), return_exceptions=True),
+            GUARD,
+        )
+        waited = asyncio.get_running_loop().time() - started
+    finally:
+        redis_server.thaw()
+    assert all(isinstance(o, StoreTimeout) for o in outcomes), outcomes
+    assert waited < 1.0 + 0.5
+    # Nothing of the abandoned pipeline is read as another call's reply afterwards.
+    again = await asyncio.wait_for(asyncio.gather(*(store.get(f"k{i}") for i in range(10))), GUARD)
+    assert again == [f"v{i}" for i in range(10)]

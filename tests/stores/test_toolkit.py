@@ -128,3 +128,27 @@ async def test_a_call_given_up_on_is_kept_until_it_unwinds() -> None:
 def test_the_former_module_name_offers_the_new_helpers() -> None:
     assert slimcache.adapters.BoundedStore is BoundedStore
     assert slimcache.adapters.CallBoundedStore is CallBoundedStore
+
+
+async def test_a_call_that_settles_in_time_by_itself_gets_no_timer_but_the_same_errors() -> None:
+    store = Bounded(timeout=0.05)
+    # No timer of its own: a call that says it settles in time is trusted with the bound...
+    assert await store.run_call(_answer(), "Drv GET", "key 'a'", settles_in_time=True) == "ok"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    slow = asyncio.sleep(0.2, result="late")
+    assert await store.run_call(slow, "Drv GET", "key 'a'", settles_in_time=True) == "late"
+    assert loop.time() - started >= 0.2
+    # ...and what it raises is translated as for any other call.
+    with pytest.raises(StoreTimeout, match=r"Drv GET of key 'a' failed: no answer within"):
+        await store.run_call(
+            _fail(asyncio.TimeoutError()), "Drv GET", "key 'a'", settles_in_time=True
+        )
+    with pytest.raises(StoreError, match=r"Drv SET of key 'b' failed: DriverError"):
+        await store.run_call(
+            _fail(DriverError("down")),
+            "Drv SET",
+            "key 'b'",
+            errors=(DriverError,),
+            settles_in_time=True,
+        )

@@ -1,0 +1,110 @@
+"""Reads issued together, sent together: the reads of one turn of the event loop in one pipeline.
+
+A server answering many requests at once reads many thread indexes at the same moment. Each
+``GET`` (or ``MGET``) through redis-py costs far more on the client than on the wire (a
+connection taken from the pool and given back, a timer, a task for the write, the reply
+parsed), so the reads issued during one turn of the event loop are sent at the end of it as
+one pipeline, on one connection, and each caller gets its own reply: a value, ``None``, or the
+error Redis gave for that command (``WRONGTYPE``). The pipeline is bounded by the store's own
+bound, counted from the moment the first read of its turn was issued, so every caller has its
+reply or its error within its own bound with no timer of its own, and a server that stops
+answering holds nothing longer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+import redis.asyncio
+from redis.client import NEVER_DECODE
+
+__all__ = ["CoalescedReads"]
+
+# Replies as bytes whatever the client's decode_responses (see the store).
+_RAW = {NEVER_DECODE: True}
+
+# asyncio.timeout_at (Python 3.11+); before it, the pipeline is bounded with wait_for.
+_TIMEOUT_AT: Any = getattr(asyncio, "timeout_at", None)
+
+_Pending = list[tuple[tuple[Any, ...], "asyncio.Future[Any]"]]
+
+
+class CoalescedReads:
+    """The reads of one event loop turn, sent as one pipeline (see the module docstring).
+
+    Args:
+        client: A ``redis.asyncio.Redis`` client whose replies are not decoded (a pipeline's
+            replies are decoded by the client whatever a command asks for).
+        timeout: Seconds the pipeline may take.
+    """
+
+    def __init__(self, client: redis.asyncio.Redis, timeout: float) -> None:
+        self._client: Any = client  # redis-py's execute_command is untyped
+        self._timeout = timeout
+        self._pending: _Pending = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._deadline = 0.0  # of the pending reads: the first one's bound
+        self._sending: set[asyncio.Task[None]] = set()  # referenced until they finish
+
+    def read(self, *command: Any) -> Awaitable[Any]:
+        """The reply to the read ``command`` (``"GET", name`` or ``"MGET", *names``), sent
+        with the other reads of this turn of the loop; raw bytes. It is settled within the
+        store's bound (``asyncio.TimeoutError`` past it); while a batch of another event loop is
+        pending, the command is sent at once, under a bound of its own."""
+        loop = asyncio.get_running_loop()
+        if self._pending and loop is not self._loop:  # a batch waits in another loop
+            return asyncio.wait_for(self._client.execute_command(*command, **_RAW), self._timeout)
+        reply: asyncio.Future[Any] = loop.create_future()
+        if not self._pending:
+            self._loop = loop
+            self._deadline = loop.time() + self._timeout
+            loop.call_soon(self._flush)
+        self._pending.append((command, reply))
+        return reply
+
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        waiting = [(command, reply) for command, reply in batch if not reply.done()]
+        if waiting and self._loop is not None:
+            task = self._loop.create_task(self._send(waiting, self._deadline))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: _Pending, deadline: float) -> None:
+        # Bounded from the moment the first read of the turn was issued: every reply is
+        # settled, at the latest with asyncio.TimeoutError, within its own caller's bound.
+        try:
+            if _TIMEOUT_AT is not None:
+                async with _TIMEOUT_AT(deadline):
+                    replies = await self._replies(batch)
+            else:  # pragma: no cover - Python 3.10
+                left = deadline - asyncio.get_running_loop().time()
+                replies = await asyncio.wait_for(self._replies(batch), left)
+        except asyncio.CancelledError:
+            for _, reply in batch:
+                reply.cancel()
+            raise
+        except BaseException as exc:
+            for _, reply in batch:
+                if not reply.done():
+                    reply.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt, SystemExit: the loop must see them too
+            return
+        for (_, reply), value in zip(batch, replies, strict=True):
+            if not reply.done():
+                if isinstance(value, Exception):
+                    reply.set_exception(value)
+                else:
+                    reply.set_result(value)
+
+    async def _replies(self, batch: _Pending) -> list[Any]:
+        if len(batch) == 1:
+            return [await self._client.execute_command(*batch[0][0], **_RAW)]
+        pipe = self._client.pipeline(transaction=False)
+        for command, _ in batch:
+            pipe.execute_command(*command, **_RAW)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
