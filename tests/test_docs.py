@@ -95,6 +95,12 @@ def test_the_readme_is_at_most_300_lines() -> None:
     assert len(lines) <= MAX_README_LINES, len(lines)
 
 
+def test_no_page_holds_a_merge_conflict_marker() -> None:
+    marker = re.compile(r"^(<{7} |={7}$|>{7} )", flags=re.M)
+    marked = [label(page) for page in PAGES if marker.search(page.read_text())]
+    assert marked == []
+
+
 def test_every_relative_link_in_the_readme_exists() -> None:
     text = (ROOT / "README.md").read_text()
     targets = re.findall(r"\]\(([^)\s]+)\)", text) + re.findall(r'src="([^"]+)"', text)
