@@ -1,0 +1,266 @@
+"""The SQL store at driver speed: its GET and a cache hit beside the raw driver's SELECT.
+
+For SQLite (aiosqlite) and PostgreSQL (asyncpg, on the test suite's embedded server), this
+times, side by side in one run:
+
+- ``raw``: the driver itself on a connection kept open, running the very SELECT the store runs
+  (the row's expiry checked by the database's clock): aiosqlite's ``execute_fetchall`` (one
+  trip to the connection's thread), asyncpg's ``fetchval`` (prepared once, by asyncpg's
+  statement cache);
+- ``raw cursor`` (SQLite only): aiosqlite's cursor idiom, ``async with db.execute(...) as
+  cursor: await cursor.fetchone()``: three trips to the thread, for reference;
+- ``sqlalchemy``: the same SELECT through SQLAlchemy's asyncio API as most code writes it,
+  ``async with engine.connect() as conn: await conn.execute(...)`` (a pool checkout, the
+  statement, the reset on return), for reference;
+- ``store.get``: ``SQLStore.get`` of a thread's index;
+- ``hit``: ``SummarizeCompressor.compress`` of a thread already compressed (one store read, no
+  summarizer call), built as ``benchmarks/hit_latency.py`` builds it (200 plain messages by
+  default);
+- ``memory hit``: the same hit on the memory store, once per round: the hit's own work, with no
+  I/O at all.
+
+Every contender reads the same value (the thread's index, about 5,000 characters). Each round
+runs ``--ops / --rounds`` calls of each contender in a row, in an order that flips every round,
+so drift in the machine's speed hits them alike; medians in microseconds, and each median over
+the raw driver's. The project's targets: ``store.get`` at most 1.5x the raw driver, a hit at
+most 2x.
+
+Usage::
+
+    uv run python benchmarks/sql_driver.py [--ops N] [--rounds R] [--stores sqlite,postgres]
+        [--messages N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Run as a script, only ``benchmarks/`` is on the path: make the repository root importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiosqlite
+import asyncpg
+from slimcache_sql import SQLStore
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from benchmarks.hit_latency import Thread, build_thread, compressor
+from slimcache import MemoryStore, SummarizeCompressor
+from tests.servers.postgres_server import PostgresServer
+
+STORES = ("sqlite", "postgres")
+WARMUP_OPS = 50
+GET_TARGET = 1.5
+HIT_TARGET = 2.0
+
+# The store's own SELECT, as its dialect compiles it, on a table of the same shape.
+SELECTS = {
+    "sqlite": (
+        "SELECT value FROM {table} WHERE key = ? AND (expires_at IS NULL OR expires_at > "
+        "((julianday('now') - 2440587.5) * 86400.0))"
+    ),
+    "postgres": (
+        "SELECT value FROM {table} WHERE key = $1::VARCHAR AND (expires_at IS NULL OR "
+        "expires_at > CAST(EXTRACT(EPOCH FROM statement_timestamp()) AS DOUBLE PRECISION))"
+    ),
+}
+# The same SELECT with a named parameter, for SQLAlchemy's text().
+NAMED = {
+    "sqlite": SELECTS["sqlite"].replace("key = ?", "key = :key"),
+    "postgres": SELECTS["postgres"].replace("$1::VARCHAR", ":key"),
+}
+
+Call = Callable[[], Awaitable[Any]]
+
+
+@dataclass
+class Contenders:
+    """The calls timed on one store, by name, each reading the thread's index."""
+
+    calls: dict[str, Call]
+    expected: str
+
+    async def time(self, name: str, count: int, samples: list[int]) -> None:
+        """Time ``count`` calls of contender ``name``, checking what each read."""
+        call = self.calls[name]
+        for _ in range(count):
+            start = time.perf_counter_ns()
+            got = await call()
+            samples.append(time.perf_counter_ns() - start)
+            if name not in ("hit", "memory hit") and got != self.expected:
+                raise RuntimeError(f"{name} read back {got!r:.40}, not the index")
+
+
+async def _hitting(store: Any, thread: Thread, where: str) -> SummarizeCompressor:
+    """A compressor on ``store`` (holding ``thread``) whose next call is a hit."""
+    for key, value in thread.entries.items():
+        await store.set(key, value)
+    hitting = compressor(store)
+    result = await hitting.compress_detailed(thread.history, thread_id=thread.thread_id)
+    if result.outcome != "hit" or result.summarizer_calls:
+        raise RuntimeError(f"{where}: expected a cache hit, got {result.outcome!r}")
+    return hitting
+
+
+def _check_only_reads(hitting: SummarizeCompressor, where: str) -> None:
+    stats = hitting.stats
+    got = (stats.store_reads, stats.store_writes, stats.summarizer_calls)
+    if got != (stats.cache_hits, 0, 0):
+        raise RuntimeError(
+            f"{where}: {stats.cache_hits} hits should be as many reads and nothing else; "
+            f"(reads, writes, summarizer calls) = {got}"
+        )
+
+
+@asynccontextmanager
+async def contenders(name: str, url: str, thread: Thread) -> AsyncIterator[Contenders]:
+    """The store of ``url``, its raw driver and SQLAlchemy's asyncio API, on one table."""
+    async with AsyncExitStack() as stack:
+        table = f"bench_sql_{uuid.uuid4().hex[:12]}"
+        store = SQLStore.from_url(url, table=table)
+        stack.push_async_callback(store.aclose)
+        hitting = await _hitting(store, thread, name)
+        memory = MemoryStore()
+        memory_hitting = await _hitting(memory, thread, "memory")
+        key = thread.index_key
+        select = SELECTS[name].format(table=table)
+        engine = create_async_engine(url)
+        stack.push_async_callback(engine.dispose)
+        named = text(NAMED[name].format(table=table))
+
+        async def through_sqlalchemy() -> Any:
+            async with engine.connect() as conn:
+                return (await conn.execute(named, {"key": key})).scalar_one_or_none()
+
+        calls: dict[str, Call] = {}
+        if name == "sqlite":
+            path = url.removeprefix("sqlite+aiosqlite:///")
+            db = await aiosqlite.connect(path)
+            stack.push_async_callback(db.close)
+            for pragma in ("busy_timeout = 2500", "journal_mode = WAL", "synchronous = NORMAL"):
+                await db.execute(f"PRAGMA {pragma}")
+
+            async def raw() -> Any:
+                rows = list(await db.execute_fetchall(select, (key,)))
+                return rows[0][0] if rows else None
+
+            async def raw_cursor() -> Any:
+                async with db.execute(select, (key,)) as cursor:
+                    row = await cursor.fetchone()
+                return row[0] if row else None
+
+            calls = {"raw": raw, "raw cursor": raw_cursor}
+        else:
+            conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+            stack.push_async_callback(conn.close)
+
+            async def raw() -> Any:
+                return await conn.fetchval(select, key)
+
+            calls = {"raw": raw}
+        calls["sqlalchemy"] = through_sqlalchemy
+        calls["store.get"] = lambda: store.get(key)
+        calls["hit"] = lambda: hitting.compress(thread.history, thread_id=thread.thread_id)
+        calls["memory hit"] = lambda: memory_hitting.compress(
+            thread.history, thread_id=thread.thread_id
+        )
+        yield Contenders(calls, thread.index_value)
+        _check_only_reads(hitting, name)
+        _check_only_reads(memory_hitting, "memory")
+
+
+async def bench(name: str, url: str, thread: Thread, *, ops: int, rounds: int) -> dict[str, float]:
+    """Median microseconds of every contender on store ``name``."""
+    per_round = max(1, ops // rounds)
+    async with contenders(name, url, thread) as timed:
+        names = list(timed.calls)
+        for contender in names:  # warm-up: connections, caches, first-call costs
+            await timed.time(contender, WARMUP_OPS, [])
+        samples: dict[str, list[int]] = {contender: [] for contender in names}
+        for round_ in range(rounds):
+            for contender in names if round_ % 2 == 0 else names[::-1]:
+                await timed.time(contender, per_round, samples[contender])
+    return {contender: statistics.median(taken) / 1000 for contender, taken in samples.items()}
+
+
+def render(results: dict[str, dict[str, float]]) -> str:
+    """The medians, each over the raw driver's, with the targets."""
+    targets = {"store.get": GET_TARGET, "hit": HIT_TARGET}
+    header = f"{'store':<10}{'contender':<13}{'median us':>11}{'x raw':>9}   target"
+    lines = [header, "-" * len(header)]
+    for store, medians in results.items():
+        raw = medians["raw"]
+        for contender, median in medians.items():
+            target = targets.get(contender)
+            verdict = ""
+            if target is not None:
+                verdict = f"   <= {target:.1f}x: {'met' if median / raw <= target else 'MISSED'}"
+            lines.append(f"{store:<10}{contender:<13}{median:>11.1f}{median / raw:>8.2f}x{verdict}")
+    return "\n".join(lines)
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--ops", type=int, default=2000, help="calls per contender (2000)")
+    parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds (20)")
+    parser.add_argument("--messages", type=int, default=200, help="history length (200)")
+    parser.add_argument(
+        "--stores", default=",".join(STORES), help="comma-separated subset of sqlite,postgres"
+    )
+    args = parser.parse_args(argv)
+    args.stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    unknown = sorted(set(args.stores) - set(STORES))
+    if unknown:
+        parser.error(f"unknown store(s) {', '.join(unknown)}; choose from sqlite, postgres")
+    if args.ops < 1 or args.rounds < 1 or args.rounds > args.ops or args.messages < 4:
+        parser.error("need --ops >= --rounds >= 1 and --messages >= 4")
+    return args
+
+
+async def _run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    thread = await build_thread(args.messages)
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="slimcache-sql-driver-") as scratch:
+        for name in args.stores:
+            print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
+            if name == "sqlite":
+                url = f"sqlite+aiosqlite:///{Path(scratch) / 'bench.db'}"
+                results[name] = await bench(name, url, thread, ops=args.ops, rounds=args.rounds)
+                continue
+            server = PostgresServer()
+            try:
+                await asyncio.to_thread(server.start)
+                results[name] = await bench(
+                    name, server.url, thread, ops=args.ops, rounds=args.rounds
+                )
+            finally:
+                await asyncio.to_thread(server.close)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table; return the exit status."""
+    args = _parse_args(argv)
+    results = asyncio.run(_run(args))
+    per_round = max(1, args.ops // args.rounds)
+    print(
+        f"{per_round * args.rounds} calls per contender in {args.rounds} interleaved rounds, "
+        f"{args.messages}-message thread, Python {sys.version.split()[0]}"
+    )
+    print(render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
