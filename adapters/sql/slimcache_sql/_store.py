@@ -19,32 +19,13 @@ import re
 import sqlite3
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar, cast
 
-from sqlalchemy import (
-    Column,
-    ColumnElement,
-    Double,
-    MetaData,
-    Table,
-    Text,
-    and_,
-    bindparam,
-    delete,
-    event,
-    inspect,
-    literal_column,
-    or_,
-    select,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Column, Double, MetaData, Table, Text, event, inspect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateTable
-from sqlalchemy.sql.expression import Executable
 from sqlalchemy.util import greenlet_spawn
 
 from slimcache import ConfigurationError, MissingExtraError
@@ -66,6 +47,7 @@ from slimcache.stores import (
     store_error,
     validate_ttl,
 )
+from slimcache_sql._statements import COUNT, ROWS, VALUE, Query, Steps, build_statements
 
 __all__ = ["DEFAULT_TABLE", "SQLStore"]
 
@@ -228,83 +210,6 @@ def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout: float) -> None:
     _PRAGMA_ENGINES.add(sync_engine)
 
 
-@dataclass(frozen=True)
-class _Statements:
-    """Every statement a store runs, built once with named parameters.
-
-    A call only binds its values: SQLAlchemy then finds the compiled form in its cache by the
-    statement's memoized cache key, instead of building and hashing a new expression tree.
-    """
-
-    get: Executable
-    get_many: Executable
-    set: Executable
-    set_if_absent: Executable
-    compare_and_set: Executable
-    compare_and_delete: Executable
-    delete: Executable
-    delete_many: Executable
-    purge_expired: Executable
-
-
-# The database's own clock, in Unix seconds as a double.
-_SERVER_NOW: Final = {
-    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
-    # The time the statement began: one instant for every row the statement looks at.
-    "postgresql": "CAST(EXTRACT(EPOCH FROM statement_timestamp()) AS DOUBLE PRECISION)",
-}
-
-
-def _build_statements(table: Table, dialect: str) -> _Statements:
-    """Build the statements of a store on ``table``.
-
-    Parameters: ``key`` and ``value`` (the row to write), ``ttl`` (its seconds to live, or
-    ``None``), ``keys`` (an expanding list), ``expected`` (the value a conditional write
-    requires), and for ``compare_and_set`` ``new_value`` and ``new_ttl`` (an UPDATE reserves the
-    column names for its SET). Expiry times are the database's clock plus the TTL, and rows
-    with ``expires_at <=`` the database's clock have expired.
-    """
-    columns = table.c
-    now: ColumnElement[float] = literal_column(_SERVER_NOW[dialect], type_=Double())
-    live = or_(columns.expires_at.is_(None), columns.expires_at > now)
-    expired = and_(columns.expires_at.is_not(None), columns.expires_at <= now)
-    key_matches = columns.key == bindparam("key", type_=Text())
-    holds_expected = columns.value == bindparam("expected", type_=Text())
-
-    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-    upsert = insert(table).values(
-        key=bindparam("key", type_=Text()),
-        value=bindparam("value", type_=Text()),
-        expires_at=now + bindparam("ttl", type_=Double()),
-    )
-    replace = {"value": upsert.excluded.value, "expires_at": upsert.excluded.expires_at}
-    return _Statements(
-        get=select(columns.value).where(key_matches, live),
-        get_many=select(columns.key, columns.value).where(
-            columns.key.in_(bindparam("keys", expanding=True)), live
-        ),
-        set=upsert.on_conflict_do_update(index_elements=[columns.key], set_=replace),
-        # The update branch fires only when the existing row has expired.
-        set_if_absent=upsert.on_conflict_do_update(
-            index_elements=[columns.key], set_=replace, where=expired
-        ),
-        compare_and_set=update(table)
-        .where(
-            columns.key == bindparam("match_key", type_=Text()),
-            holds_expected,
-            live,
-        )
-        .values(
-            value=bindparam("new_value", type_=Text()),
-            expires_at=now + bindparam("new_ttl", type_=Double()),
-        ),
-        compare_and_delete=delete(table).where(key_matches, holds_expected, live),
-        delete=delete(table).where(key_matches),
-        delete_many=delete(table).where(columns.key.in_(bindparam("keys", expanding=True))),
-        purge_expired=delete(table).where(expired),
-    )
-
-
 class SQLStore(CallBoundedStore):
     """A slimcache store kept in one table of a SQLite or PostgreSQL database.
 
@@ -367,7 +272,8 @@ class SQLStore(CallBoundedStore):
             Column("value", Text, nullable=False),
             Column("expires_at", Double, nullable=True),
         )
-        self._statements = _build_statements(self._table, dialect)
+        self._statements = build_statements(self._table, dialect)
+        self._by_name = self._statements.by_name()
         self._ready = False
         self._setup_lock = asyncio.Lock()
         # Calls abandoned at the time bound that are still unwinding (see _run).
@@ -513,18 +419,20 @@ class SQLStore(CallBoundedStore):
     async def _run(
         self,
         operation: str,
-        work: Callable[[Connection], _T],
+        work: Callable[[], Steps[_T]],
         *,
         write: bool,
         key: str | None = None,
         about: str | Callable[[], str] = "",
     ) -> _T:
-        """Run ``work`` on a connection (in a committed transaction when ``write``), creating
-        the table first if needed, within the store's timeout, translating every failure.
+        """Run the steps ``work()`` makes on a connection (in a committed transaction when
+        ``write``), creating the table first if needed, within the store's timeout,
+        translating every failure.
 
-        ``work`` is synchronous: it runs on the engine's sync facade inside one greenlet, as
-        SQLAlchemy's own ``AsyncConnection.run_sync`` does, so one call enters the greenlet
-        once instead of once for each of connect, begin, execute, commit and close.
+        The steps run on the engine's sync facade inside one greenlet, as SQLAlchemy's own
+        ``AsyncConnection.run_sync`` does, so one call enters the greenlet once instead of once
+        for each of connect, begin, execute, commit and close. ``work`` is called again for
+        each attempt (see :func:`_while_busy`).
 
         ``key`` or ``about`` says what the call is about, for error messages only: they are
         put into words when a call fails, not on every call.
@@ -542,7 +450,7 @@ class SQLStore(CallBoundedStore):
     async def _attempt(
         self,
         operation: str,
-        work: Callable[[Connection], _T],
+        work: Callable[[], Steps[_T]],
         write: bool,
         key: str | None,
         about: str | Callable[[], str],
@@ -564,15 +472,33 @@ class SQLStore(CallBoundedStore):
                 f"SQLStore {operation}", self._what(key, about), exc, timeouts=timeouts
             ) from exc
 
-    def _in_connection(self, work: Callable[[Connection], _T], write: bool) -> _T:
+    def _in_connection(self, work: Callable[[], Steps[_T]], write: bool) -> _T:
         # Runs inside greenlet_spawn, the bridge AsyncConnection itself is built on: the sync
         # engine's driver calls are awaited on the event loop from here.
         engine = self._engine.sync_engine
         if write:
             with engine.begin() as conn:
-                return work(conn)
+                return self._take_steps(conn, work())
         with engine.connect() as conn:
-            return work(conn)
+            return self._take_steps(conn, work())
+
+    def _take_steps(self, conn: Connection, steps: Steps[_T]) -> _T:
+        """Run each step's statement on ``conn``, sending the step its answer."""
+        statements = self._by_name
+        answer: Any = None
+        while True:
+            try:
+                query = steps.send(answer)
+            except StopIteration as done:
+                result: _T = done.value
+                return result
+            rows = conn.execute(statements[query.statement], query.parameters)
+            if query.answer == VALUE:
+                answer = rows.scalar_one_or_none()
+            elif query.answer == ROWS:
+                answer = rows.all()
+            else:
+                answer = rows.rowcount
 
     def _what(self, key: str | None, about: str | Callable[[], str]) -> str:
         """Describe what a call was about, for its error message."""
@@ -632,7 +558,7 @@ class SQLStore(CallBoundedStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        value: str | None = await self._run("get", self._work(GetOp(key)), write=False, key=key)
+        value: str | None = await self._run("get", lambda: self._read(key), write=False, key=key)
         return value
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
@@ -650,13 +576,13 @@ class SQLStore(CallBoundedStore):
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return []
-        query = self._statements.get_many
 
-        def read(conn: Connection) -> dict[str, str | None]:
+        def read() -> Steps[dict[str, str | None]]:
             found: dict[str, str | None] = {}
             for start in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[start : start + _IN_CHUNK]
-                for row_key, row_value in conn.execute(query, {"keys": chunk}):
+                rows = yield Query("get_many", {"keys": chunk}, ROWS)
+                for row_key, row_value in rows:
                     found[row_key] = self._text(row_value, row_key)
             return found
 
@@ -765,7 +691,7 @@ class SQLStore(CallBoundedStore):
         checked = check_ops(ops)
         if not checked:
             return []
-        works: list[tuple[int, Callable[[Connection], Any]]] = []  # (operations, work)
+        works: list[tuple[int, Callable[[], Steps[Any]]]] = []  # (operations, work)
         for deleting, group in itertools.groupby(checked, key=_is_delete):
             run_of_ops = list(group)
             if deleting and len(run_of_ops) > 1:
@@ -774,10 +700,11 @@ class SQLStore(CallBoundedStore):
             else:
                 works.extend((1, self._work(op)) for op in run_of_ops)
 
-        def run(conn: Connection) -> list[Any]:
+        def run() -> Steps[list[Any]]:
             results: list[Any] = []
             for operations, work in works:
-                results.extend([work(conn)] * operations)  # a run of deletes: None each
+                result = yield from work()
+                results.extend([result] * operations)  # a run of deletes: None each
             return results
 
         def about() -> str:
@@ -786,49 +713,50 @@ class SQLStore(CallBoundedStore):
         write = not all(isinstance(op, GetOp) for op in checked)
         return await self._run("batch", run, write=write, about=about)
 
-    def _delete_many(self, keys: list[str]) -> Callable[[Connection], None]:
+    def _delete_many(self, keys: list[str]) -> Callable[[], Steps[None]]:
         """Work deleting ``keys`` (each result ``None``, as for single deletes)."""
-        statement = self._statements.delete_many
         wanted = list(dict.fromkeys(keys))
 
-        def execute(conn: Connection) -> None:
+        def steps() -> Steps[None]:
             for start in range(0, len(wanted), _IN_CHUNK):
-                conn.execute(statement, {"keys": wanted[start : start + _IN_CHUNK]})
+                yield Query("delete_many", {"keys": wanted[start : start + _IN_CHUNK]}, COUNT)
 
-        return execute
+        return steps
 
-    def _work(self, op: StoreOp) -> Callable[[Connection], Any]:
-        """The statement carrying out ``op``, as work on a connection returning its result.
+    def _work(self, op: StoreOp) -> Callable[[], Steps[Any]]:
+        """The steps carrying out ``op``, returning its result.
 
         A conditional write changes one row exactly when its condition holds, so its result is
         whether one row changed.
         """
-        statements = self._statements
         if isinstance(op, GetOp):
-            read = _scalar(statements.get, {"key": op.key})
             key = op.key
-            return lambda conn: self._text(read(conn), key)
+            return lambda: self._read(key)
         if isinstance(op, DeleteOp):
-            return _no_result(_rowcount(statements.delete, {"key": op.key}))
+            return _no_result(Query("delete", {"key": op.key}, COUNT))
         parameters: dict[str, Any]
         if isinstance(op, CompareAndDeleteOp):
             parameters = {"key": op.key, "expected": op.expected}
-            return self._compare(statements.compare_and_delete, parameters, op.key)
+            return self._compare(Query("compare_and_delete", parameters, COUNT), op.key)
         ttl = validate_ttl(op.ttl)
         if isinstance(op, SetOp):
             parameters = {"key": op.key, "value": op.value, "ttl": ttl}
-            return _no_result(_rowcount(statements.set, parameters))
+            return _no_result(Query("set", parameters, COUNT))
         if isinstance(op, SetIfAbsentOp) or op.expected is None:
             # The same statement serves compare-and-set expecting nothing live.
             parameters = {"key": op.key, "value": op.value, "ttl": ttl}
-            return _one_row(_rowcount(statements.set_if_absent, parameters))
+            return _one_row(Query("set_if_absent", parameters, COUNT))
         parameters = {
             "match_key": op.key,
             "expected": op.expected,
             "new_value": op.value,
             "new_ttl": ttl,
         }
-        return self._compare(statements.compare_and_set, parameters, op.key)
+        return self._compare(Query("compare_and_set", parameters, COUNT), op.key)
+
+    def _read(self, key: str) -> Steps[str | None]:
+        raw = yield Query("get", {"key": key}, VALUE)
+        return self._text(raw, key)
 
     def _text(self, raw: Any, key: str) -> str | None:
         """A stored value as text. SQLite keeps whatever another program stored, BLOBs too:
@@ -839,31 +767,29 @@ class SQLStore(CallBoundedStore):
             )
         return cast("str | None", raw)
 
-    def _compare(
-        self, statement: Executable, parameters: dict[str, Any], key: str
-    ) -> Callable[[Connection], bool]:
-        """Work running a conditional write on ``parameters["expected"]``.
+    def _compare(self, attempt: Query, key: str) -> Callable[[], Steps[bool]]:
+        """Work running the conditional write ``attempt`` (on its ``expected`` parameter).
 
         On SQLite a value another program stored as a BLOB never equals text, so when the
         write does not happen and the key holds a BLOB that reads as the expected text, the
-        write is tried again against those very bytes, in the same transaction: a value
-        :meth:`get` returned can always be replaced.
+        write is tried again against those very bytes: a value :meth:`get` returned can
+        always be replaced. (The second try is a compare-and-set of its own: it writes only
+        if the key still holds those bytes.)
         """
-        attempt = _rowcount(statement, parameters)
         if self._dialect != "sqlite":
             return _one_row(attempt)
-        read = _scalar(self._statements.get, {"key": key})
+        expected = attempt.parameters["expected"]
 
-        def execute(conn: Connection) -> bool:
-            if attempt(conn) == 1:
+        def steps() -> Steps[bool]:
+            if (yield attempt) == 1:
                 return True
-            raw = read(conn)
-            if not isinstance(raw, bytes) or self._text(raw, key) != parameters["expected"]:
+            raw = yield Query("get", {"key": key}, VALUE)
+            if not isinstance(raw, bytes) or self._text(raw, key) != expected:
                 return False
-            changed: int = conn.execute(statement, {**parameters, "expected": raw}).rowcount
-            return changed == 1
+            again = attempt._replace(parameters={**attempt.parameters, "expected": raw})
+            return bool((yield again) == 1)
 
-        return execute
+        return steps
 
     async def purge_expired(self) -> int:
         """Delete every expired row.
@@ -874,8 +800,12 @@ class SQLStore(CallBoundedStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        work = _rowcount(self._statements.purge_expired, {})
-        return await self._run("purge_expired", work, write=True, about="expired rows")
+        return await self._run(
+            "purge_expired",
+            _count_of(Query("purge_expired", {}, COUNT)),
+            write=True,
+            about="expired rows",
+        )
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -900,42 +830,34 @@ def _is_delete(op: StoreOp) -> bool:
     return isinstance(op, DeleteOp)
 
 
-def _nothing(conn: Connection) -> None:
-    return None
+def _nothing() -> Steps[None]:
+    """Work taking no step (:meth:`SQLStore.setup` only makes sure the table exists)."""
+    yield from ()
 
 
-def _scalar(statement: Executable, parameters: dict[str, Any]) -> Callable[[Connection], Any]:
-    """Return work that executes ``statement`` and returns its one value, or ``None``."""
+def _no_result(query: Query) -> Callable[[], Steps[None]]:
+    """Work running ``query``, with no result."""
 
-    def execute(conn: Connection) -> Any:
-        return conn.execute(statement, parameters).scalar_one_or_none()
+    def steps() -> Steps[None]:
+        yield query
 
-    return execute
-
-
-def _no_result(work: Callable[[Connection], int]) -> Callable[[Connection], None]:
-    """Return ``work`` with its result dropped."""
-
-    def execute(conn: Connection) -> None:
-        work(conn)
-
-    return execute
+    return steps
 
 
-def _one_row(work: Callable[[Connection], int]) -> Callable[[Connection], bool]:
-    """Return ``work`` answering whether it changed exactly one row."""
+def _count_of(query: Query) -> Callable[[], Steps[int]]:
+    """Work running ``query``, answering how many rows it changed."""
 
-    def execute(conn: Connection) -> bool:
-        return work(conn) == 1
+    def steps() -> Steps[int]:
+        changed: int = yield query
+        return changed
 
-    return execute
+    return steps
 
 
-def _rowcount(statement: Executable, parameters: dict[str, Any]) -> Callable[[Connection], int]:
-    """Return work that executes ``statement`` and returns how many rows it changed."""
+def _one_row(query: Query) -> Callable[[], Steps[bool]]:
+    """Work running ``query``, answering whether it changed exactly one row."""
 
-    def execute(conn: Connection) -> int:
-        count: int = conn.execute(statement, parameters).rowcount
-        return count
+    def steps() -> Steps[bool]:
+        return bool((yield query) == 1)
 
-    return execute
+    return steps

@@ -1,0 +1,147 @@
+"""The statements of a SQL store, and the steps a call takes with them.
+
+Every statement is built once per store as a SQLAlchemy expression (:class:`Statements`), which
+SQLAlchemy compiles once and then finds in its cache.
+
+A call's logic is written as a generator of :class:`Query` steps: each step names a statement,
+its parameters and the answer wanted, and receives that answer, so the logic does not depend on
+how the statements are run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, fields
+from typing import Any, Final, Literal, NamedTuple, TypeVar
+
+from sqlalchemy import (
+    ColumnElement,
+    Double,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    delete,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.expression import Executable
+
+__all__ = [
+    "COUNT",
+    "ROWS",
+    "VALUE",
+    "Answer",
+    "Query",
+    "Statements",
+    "Steps",
+    "build_statements",
+]
+
+_T = TypeVar("_T")
+
+# What a step wants back: the first column of the first row (or None), every row, or how many
+# rows the statement changed.
+Answer = Literal[0, 1, 2]
+VALUE: Final = 0
+ROWS: Final = 1
+COUNT: Final = 2
+
+# The one parameter of the statements that take a list of keys (``key IN (...)``).
+_KEYS: Final = "keys"
+
+
+class Query(NamedTuple):
+    """One step of a call: run ``statement`` with ``parameters``, and answer ``answer``."""
+
+    statement: str
+    parameters: dict[str, Any]
+    answer: Answer
+
+
+# A call's logic: yields its steps, is sent each step's answer, returns the call's result.
+Steps = Generator[Query, Any, _T]
+
+
+@dataclass(frozen=True)
+class Statements:
+    """Every statement a store runs, built once with named parameters.
+
+    A call only binds its values: SQLAlchemy then finds the compiled form in its cache by the
+    statement's memoized cache key, instead of building and hashing a new expression tree.
+    """
+
+    get: Executable
+    get_many: Executable
+    set: Executable
+    set_if_absent: Executable
+    compare_and_set: Executable
+    compare_and_delete: Executable
+    delete: Executable
+    delete_many: Executable
+    purge_expired: Executable
+
+    def by_name(self) -> dict[str, Executable]:
+        """The statements by the names steps give them."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+# The database's own clock, in Unix seconds as a double.
+_SERVER_NOW: Final = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    # The time the statement began: one instant for every row the statement looks at.
+    "postgresql": "CAST(EXTRACT(EPOCH FROM statement_timestamp()) AS DOUBLE PRECISION)",
+}
+
+
+def build_statements(table: Table, dialect: str) -> Statements:
+    """Build the statements of a store on ``table``.
+
+    Parameters: ``key`` and ``value`` (the row to write), ``ttl`` (its seconds to live, or
+    ``None``), ``keys`` (an expanding list), ``expected`` (the value a conditional write
+    requires), and for ``compare_and_set`` ``new_value`` and ``new_ttl`` (an UPDATE reserves the
+    column names for its SET). Expiry times are the database's clock plus the TTL, and rows
+    with ``expires_at <=`` the database's clock have expired.
+    """
+    columns = table.c
+    now: ColumnElement[float] = literal_column(_SERVER_NOW[dialect], type_=Double())
+    live = or_(columns.expires_at.is_(None), columns.expires_at > now)
+    expired = and_(columns.expires_at.is_not(None), columns.expires_at <= now)
+    key_matches = columns.key == bindparam("key", type_=Text())
+    holds_expected = columns.value == bindparam("expected", type_=Text())
+
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    upsert = insert(table).values(
+        key=bindparam("key", type_=Text()),
+        value=bindparam("value", type_=Text()),
+        expires_at=now + bindparam("ttl", type_=Double()),
+    )
+    replace = {"value": upsert.excluded.value, "expires_at": upsert.excluded.expires_at}
+    return Statements(
+        get=select(columns.value).where(key_matches, live),
+        get_many=select(columns.key, columns.value).where(
+            columns.key.in_(bindparam(_KEYS, expanding=True)), live
+        ),
+        set=upsert.on_conflict_do_update(index_elements=[columns.key], set_=replace),
+        # The update branch fires only when the existing row has expired.
+        set_if_absent=upsert.on_conflict_do_update(
+            index_elements=[columns.key], set_=replace, where=expired
+        ),
+        compare_and_set=update(table)
+        .where(
+            columns.key == bindparam("match_key", type_=Text()),
+            holds_expected,
+            live,
+        )
+        .values(
+            value=bindparam("new_value", type_=Text()),
+            expires_at=now + bindparam("new_ttl", type_=Double()),
+        ),
+        compare_and_delete=delete(table).where(key_matches, holds_expected, live),
+        delete=delete(table).where(key_matches),
+        delete_many=delete(table).where(columns.key.in_(bindparam(_KEYS, expanding=True))),
+        purge_expired=delete(table).where(expired),
+    )
