@@ -1,18 +1,19 @@
 """The statements of a SQL store, and the steps a call takes with them.
 
 Every statement is built once per store as a SQLAlchemy expression (:class:`Statements`), which
-SQLAlchemy compiles once and then finds in its cache.
+SQLAlchemy compiles once and then finds in its cache, and compiled once more to the driver's
+own SQL text (:class:`DriverSQL`) for calls that run on a connection the store keeps.
 
-A call's logic is written as a generator of :class:`Query` steps: each step names a statement,
-its parameters and the answer wanted, and receives that answer, so the logic does not depend on
-how the statements are run.
+A call's logic is written once, as a generator of :class:`Query` steps: each step names a
+statement, its parameters and the answer wanted, and receives that answer. The store runs the
+same steps either through SQLAlchemy's ``Connection`` or straight on the driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Final, Literal, NamedTuple, TypeVar
+from typing import Any, Final, Literal, NamedTuple, TypeVar, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -28,6 +29,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.sql.expression import Executable
 
 __all__ = [
@@ -35,6 +39,7 @@ __all__ = [
     "ROWS",
     "VALUE",
     "Answer",
+    "DriverSQL",
     "Query",
     "Statements",
     "Steps",
@@ -96,6 +101,12 @@ _SERVER_NOW: Final = {
     "postgresql": "CAST(EXTRACT(EPOCH FROM statement_timestamp()) AS DOUBLE PRECISION)",
 }
 
+# The statements whose one parameter is an expanding list of keys.
+_EXPANDING: Final = frozenset({"get_many", "delete_many"})
+
+# Texts kept for lists of different lengths; past this many they are made again as needed.
+_EXPANDED_KEPT: Final = 64
+
 
 def build_statements(table: Table, dialect: str) -> Statements:
     """Build the statements of a store on ``table``.
@@ -145,3 +156,53 @@ def build_statements(table: Table, dialect: str) -> Statements:
         delete_many=delete(table).where(columns.key.in_(bindparam(_KEYS, expanding=True))),
         purge_expired=delete(table).where(expired),
     )
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """One statement as the driver's SQL text, and the order its parameters go in."""
+
+    sql: str
+    names: tuple[str, ...]
+    compiled: SQLCompiler
+
+
+class DriverSQL:
+    """The statements compiled once, by the engine's dialect, to the SQL text its driver runs.
+
+    The text is what SQLAlchemy itself would send (``?`` placeholders for SQLite, ``$1::VARCHAR``
+    for asyncpg). A statement taking a list of keys gets one text per list length, made on
+    first use and kept (the last few dozen lengths).
+    """
+
+    def __init__(self, statements: Statements, dialect: Dialect) -> None:
+        self._compiled: dict[str, _Compiled] = {}
+        for name, statement in statements.by_name().items():
+            compiled = cast(
+                "SQLCompiler", cast("ClauseElement", statement).compile(dialect=dialect)
+            )
+            names = tuple(compiled.positiontup or ())
+            if name in _EXPANDING and names != (_KEYS,):
+                raise AssertionError(f"{name} must take exactly one parameter, {_KEYS!r}")
+            self._compiled[name] = _Compiled(compiled.string, names, compiled)
+        self._expanded: dict[tuple[str, int], str] = {}
+
+    def prepare(self, query: Query) -> tuple[str, Sequence[Any]]:
+        """The SQL text and the positional parameters that run ``query``."""
+        if query.statement in _EXPANDING:
+            keys: list[str] = query.parameters[_KEYS]
+            return self._expand(query.statement, len(keys)), keys
+        compiled = self._compiled[query.statement]
+        parameters = query.parameters
+        return compiled.sql, [parameters[name] for name in compiled.names]
+
+    def _expand(self, statement: str, count: int) -> str:
+        sql = self._expanded.get((statement, count))
+        if sql is None:
+            if len(self._expanded) >= _EXPANDED_KEPT:
+                self._expanded.clear()
+            state = self._compiled[statement].compiled.construct_expanded_state(
+                {_KEYS: [""] * count}
+            )
+            sql = self._expanded[(statement, count)] = state.statement
+        return sql

@@ -17,6 +17,7 @@ import importlib.util
 import itertools
 import re
 import sqlite3
+import sys
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar, cast
@@ -28,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateTable
 from sqlalchemy.util import greenlet_spawn
 
-from slimcache import ConfigurationError, MissingExtraError
+from slimcache import ConfigurationError, MissingExtraError, StoreError, StoreTimeout
 from slimcache.stores import (
     DEFAULT_STORE_TIMEOUT,
     CallBoundedStore,
@@ -47,7 +48,16 @@ from slimcache.stores import (
     store_error,
     validate_ttl,
 )
-from slimcache_sql._statements import COUNT, ROWS, VALUE, Query, Steps, build_statements
+from slimcache_sql._kept import KeptConnection, KeptConnections
+from slimcache_sql._statements import (
+    COUNT,
+    ROWS,
+    VALUE,
+    DriverSQL,
+    Query,
+    Steps,
+    build_statements,
+)
 
 __all__ = ["DEFAULT_TABLE", "SQLStore"]
 
@@ -67,6 +77,10 @@ _TABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 # Keep each IN (...) list well below SQLite's historical limit of 999 bound parameters.
 _IN_CHUNK: Final = 500
+
+# A call on a kept connection is bounded in the caller's own task where a bound's cancellation
+# can be taken back (Task.uncancel, Python 3.11+); before, it runs as a task of its own.
+_IN_PLACE: Final = sys.version_info >= (3, 11)
 
 # from_url options that may also be given in the URL's query (``?table=cache&timeout=2``);
 # any other query option goes to the driver, as SQLAlchemy does.
@@ -92,7 +106,7 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
     # asyncpg is optional (the "postgres" extra); without it its errors cannot occur.
     if importlib.util.find_spec("asyncpg") is not None:
         asyncpg = importlib.import_module("asyncpg")
-        errors += [asyncpg.PostgresError, asyncpg.InterfaceError]
+        errors += [asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError]
     return tuple(errors)
 
 
@@ -227,6 +241,14 @@ class SQLStore(CallBoundedStore):
     until ``timeout``. An in-memory SQLite database (``sqlite+aiosqlite://``) shares one
     connection and is meant for single-task use only.
 
+    Calls run on connections the store keeps for itself, straight through the driver: taken
+    out of the engine's pool as calls need them (up to the pool's size, beside the pool's own),
+    in autocommit mode, so that a read or a write is one statement and a batch one
+    transaction. Calls made while they are all in use go through the pool, and so do all
+    calls while SQLAlchemy logs statements (``echo``) or anything listens to its cursor events
+    (tracing). On a pool that keeps no connection (``NullPool``, an in-memory SQLite
+    database) the store keeps none either. :meth:`aclose` closes them, whoever owns the engine.
+
     Args:
         engine: An async engine for SQLite (``aiosqlite``) or PostgreSQL (``asyncpg``).
         table: Name of the table holding the entries (letters, digits and ``_``).
@@ -278,6 +300,8 @@ class SQLStore(CallBoundedStore):
         self._setup_lock = asyncio.Lock()
         # Calls abandoned at the time bound that are still unwinding (see _run).
         self._unwinding: set[asyncio.Future[Any]] = set()
+        self._sql = DriverSQL(self._statements, engine.dialect)
+        self._kept = KeptConnections(engine, timeout=bound, unwinding=self._unwinding)
         if dialect == "sqlite":
             _install_sqlite_pragmas(engine, busy)
 
@@ -416,61 +440,152 @@ class SQLStore(CallBoundedStore):
 
     # -- running statements --------------------------------------------------------------------
 
-    async def _run(
+    def _run(
         self,
         operation: str,
         work: Callable[[], Steps[_T]],
         *,
         write: bool,
+        atomic: bool = False,
         key: str | None = None,
         about: str | Callable[[], str] = "",
-    ) -> _T:
-        """Run the steps ``work()`` makes on a connection (in a committed transaction when
-        ``write``), creating the table first if needed, within the store's timeout,
-        translating every failure.
+    ) -> Awaitable[_T]:
+        """Run the steps ``work()`` makes (in one transaction when ``atomic``), creating the
+        table first if needed, within the store's timeout, translating every failure.
 
-        The steps run on the engine's sync facade inside one greenlet, as SQLAlchemy's own
-        ``AsyncConnection.run_sync`` does, so one call enters the greenlet once instead of once
-        for each of connect, begin, execute, commit and close. ``work`` is called again for
-        each attempt (see :func:`_while_busy`).
+        A call runs on a connection the store keeps, straight through the driver (see
+        :mod:`slimcache_sql._kept`): an idle one, or one it opens while the store keeps fewer
+        than the engine's pool holds. Otherwise it runs through the engine's pool, in a
+        committed transaction when ``write``. ``work`` is called again for each attempt (see
+        :func:`_while_busy`).
 
         ``key`` or ``about`` says what the call is about, for error messages only: they are
         put into words when a call fails, not on every call.
+
+        Returns:
+            The call, to be awaited at once (it holds the kept connection it took).
         """
         self.check_open(operation)
+        kept = self._kept.take()
+        if kept is not None and _IN_PLACE:
+            return self._on_kept(operation, kept, work, atomic, key, about)
         deadline = asyncio.get_running_loop().time() + self._timeout
         # Calls given up on are kept until they have unwound, for aclose.
-        return await self.run_call(
-            self._attempt(operation, work, write, key, about, deadline),
+        return self.run_call(
+            self._attempt(operation, work, write, atomic, key, about, deadline, kept),
             f"SQLStore {operation}",
             lambda: self._what(key, about),
             unwinding=self._unwinding,
         )
+
+    async def _on_kept(
+        self,
+        operation: str,
+        kept: KeptConnection,
+        work: Callable[[], Steps[_T]],
+        atomic: bool,
+        key: str | None,
+        about: str | Callable[[], str],
+    ) -> _T:
+        """Run a call on ``kept``, bounded in the caller's own task (Python 3.11+).
+
+        A kept connection whose call is given up on is closed in the background, never
+        waited on (see :meth:`KeptConnections.give_back`), so the call needs no task of its
+        own.
+        """
+        kept.watch(self._timeout)
+        try:
+            return await self._attempts_on(kept, work, atomic, kept.deadline)
+        except _DRIVER_ERRORS as exc:
+            raise self._failure(operation, key, about, exc) from exc
+        except asyncio.CancelledError as exc:
+            if kept.unwatch():
+                raise StoreTimeout(
+                    f"SQLStore {operation} of {self._what(key, about)} failed: "
+                    f"no answer within {self._timeout:g} s"
+                ) from exc
+            raise
+        finally:
+            kept.unwatch()
+            self._kept.give_back(kept)
 
     async def _attempt(
         self,
         operation: str,
         work: Callable[[], Steps[_T]],
         write: bool,
+        atomic: bool,
         key: str | None,
         about: str | Callable[[], str],
         deadline: float,
+        kept: KeptConnection | None,
     ) -> _T:
         # Driver errors are translated here, inside the bounded call, so that the bound's own
         # TimeoutError is never mistaken for a driver's (asyncpg times out connects with one).
         try:
-            if not self._ready:
+            if kept is None and not self._ready:
                 await self._ensure_table(deadline)
+            if kept is None and self._kept.may_open():
+                kept = await _while_busy(self._kept.open, deadline=deadline)
+            if kept is not None:
+                try:
+                    return await self._attempts_on(kept, work, atomic, deadline)
+                finally:
+                    self._kept.give_back(kept)
             return await _while_busy(
                 lambda: greenlet_spawn(self._in_connection, work, write), deadline=deadline
             )
         except _DRIVER_ERRORS as exc:
-            # SQLite gives up waiting for another connection's lock with "database is locked":
-            # its busy timeout ran out, as much a timeout as the driver's own.
-            timeouts = (type(exc),) if _lock_wait_ran_out(exc) else ()
-            raise store_error(
-                f"SQLStore {operation}", self._what(key, about), exc, timeouts=timeouts
-            ) from exc
+            raise self._failure(operation, key, about, exc) from exc
+
+    def _failure(
+        self,
+        operation: str,
+        key: str | None,
+        about: str | Callable[[], str],
+        exc: BaseException,
+    ) -> StoreError:
+        # SQLite gives up waiting for another connection's lock with "database is locked":
+        # its busy timeout ran out, as much a timeout as the driver's own.
+        timeouts = (type(exc),) if _lock_wait_ran_out(exc) else ()
+        return store_error(f"SQLStore {operation}", self._what(key, about), exc, timeouts=timeouts)
+
+    def _attempts_on(
+        self, kept: KeptConnection, work: Callable[[], Steps[_T]], atomic: bool, deadline: float
+    ) -> Awaitable[_T]:
+        """Attempts at ``work`` on ``kept``: again while SQLite is busy, until ``deadline``.
+
+        The caller gives ``kept`` back afterwards (it is closed unless it is clean).
+        """
+        if self._dialect != "sqlite":  # only SQLite is ever busy
+            return self._kept_attempt(kept, work(), atomic)
+        return _while_busy(lambda: self._kept_attempt(kept, work(), atomic), deadline=deadline)
+
+    async def _kept_attempt(self, kept: KeptConnection, steps: Steps[_T], atomic: bool) -> _T:
+        """One attempt at ``steps`` on ``kept``, inside ``BEGIN`` and ``COMMIT`` when
+        ``atomic`` (the connection is in autocommit mode: one statement needs neither)."""
+        if atomic:
+            await kept.command(kept.begin_write)
+        try:
+            sql = self._sql
+            answer: Any = None
+            while True:
+                try:
+                    query = steps.send(answer)
+                except StopIteration as done:
+                    result: _T = done.value
+                    break
+                text, parameters = sql.prepare(query)
+                answer = await kept.ask(query.answer, text, parameters)
+            if atomic:
+                await kept.command("COMMIT")
+        except BaseException:
+            # A connection that answered is cleaned up in place (a busy attempt may be tried
+            # again on it); one stopped in the middle of a driver call is closed instead.
+            if atomic and not kept.in_call and kept.in_transaction():
+                await kept.command("ROLLBACK")
+            raise
+        return result
 
     def _in_connection(self, work: Callable[[], Steps[_T]], write: bool) -> _T:
         # Runs inside greenlet_spawn, the bridge AsyncConnection itself is built on: the sync
@@ -711,7 +826,9 @@ class SQLStore(CallBoundedStore):
             return f"{len(checked)} operations, the first on {_describe_key(checked[0].key)}"
 
         write = not all(isinstance(op, GetOp) for op in checked)
-        return await self._run("batch", run, write=write, about=about)
+        # One write needs no transaction of its own; several are all or nothing.
+        atomic = write and len(checked) > 1
+        return await self._run("batch", run, write=write, atomic=atomic, about=about)
 
     def _delete_many(self, keys: list[str]) -> Callable[[], Steps[None]]:
         """Work deleting ``keys`` (each result ``None``, as for single deletes)."""
@@ -816,6 +933,7 @@ class SQLStore(CallBoundedStore):
         """
         if not self.mark_closed():
             return
+        await self._kept.aclose()
         if self._unwinding:
             await asyncio.wait(set(self._unwinding), timeout=self._timeout)
         if self._owns_engine:
