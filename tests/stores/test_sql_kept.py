@@ -19,7 +19,7 @@ from typing import Any, cast
 import pytest
 from slimcache_sql import SQLStore
 from sqlalchemy import event, text
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from slimcache import StoreError
 from slimcache.stores import DeleteOp, GetOp, SetOp, StoreOp
@@ -212,3 +212,50 @@ async def test_aclose_closes_the_kept_connections_of_a_borrowed_engine(
         assert await _backends(postgres_server, application) == 0
     finally:
         await engine.dispose()
+
+
+async def _until_waiting_for_a_lock(conn: AsyncConnection, application: str) -> None:
+    """Return once a session of ``application`` waits for a lock on the server."""
+    for _ in range(3000):
+        waiting = await conn.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = :name "
+                "AND wait_event_type = 'Lock'"
+            ),
+            {"name": application},
+        )
+        if waiting:
+            return
+        await asyncio.sleep(0.01)
+    pytest.fail(f"no session of {application} waited for a lock")
+
+
+@pytest.mark.servers
+async def test_a_postgres_session_the_server_ends_mid_call_is_not_used_again(
+    postgres_server: PostgresServer, postgres_store_factory: Factory
+) -> None:
+    application = f"slimcache-test-{uuid.uuid4().hex[:8]}"
+    store = await postgres_store_factory(
+        connect_args={"server_settings": {"application_name": application}}
+    )
+    await store.set("k", "before")  # the store now keeps a connection
+    holder = create_async_engine(postgres_server.url)
+    try:
+        async with holder.begin() as conn:
+            # Hold the row's lock, so that the store's next write waits on the server.
+            await conn.execute(text(f"UPDATE {store.table.name} SET value = 'held'"))
+            waiting = asyncio.create_task(store.set("k", "during"))
+            await _until_waiting_for_a_lock(conn, application)
+            await conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = :name"
+                ),
+                {"name": application},
+            )
+            with pytest.raises(StoreError, match="set of key 'k'"):
+                await waiting
+            # The session ended with a FATAL error: the very next call opens another one.
+            assert await store.get("k") == "before"
+    finally:
+        await holder.dispose()
