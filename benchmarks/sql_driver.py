@@ -16,14 +16,16 @@ times, side by side in one run:
 - ``hit``: ``SummarizeCompressor.compress`` of a thread already compressed (one store read, no
   summarizer call), built as ``benchmarks/hit_latency.py`` builds it (200 plain messages by
   default);
-- ``memory hit``: the same hit on the memory store, once per round: the hit's own work, with no
-  I/O at all.
+- ``memory hit``: the same hit on the memory store: the hit's own work, with no I/O at all.
 
 Every contender reads the same value (the thread's index, about 5,000 characters). Each round
 runs ``--ops / --rounds`` calls of each contender in a row, in an order that flips every round,
 so drift in the machine's speed hits them alike; medians in microseconds, and each median over
 the raw driver's. The project's targets: ``store.get`` at most 1.5x the raw driver, a hit at
 most 2x.
+
+A second table splits hits (as many again, on each store and on the memory store) into the
+time before the compressor's store read, the read itself, and the time after it.
 
 Usage::
 
@@ -90,6 +92,9 @@ class Contenders:
 
     calls: dict[str, Call]
     expected: str
+    # The compressors of "hit" and "memory hit", with their stores and thread.
+    hitting: dict[str, tuple[SummarizeCompressor, Any]]
+    thread: Thread
 
     async def time(self, name: str, count: int, samples: list[int]) -> None:
         """Time ``count`` calls of contender ``name``, checking what each read."""
@@ -175,13 +180,49 @@ async def contenders(name: str, url: str, thread: Thread) -> AsyncIterator[Conte
         calls["memory hit"] = lambda: memory_hitting.compress(
             thread.history, thread_id=thread.thread_id
         )
-        yield Contenders(calls, thread.index_value)
+        hits = {"hit": (hitting, store), "memory hit": (memory_hitting, memory)}
+        yield Contenders(calls, thread.index_value, hits, thread)
         _check_only_reads(hitting, name)
         _check_only_reads(memory_hitting, "memory")
 
 
-async def bench(name: str, url: str, thread: Thread, *, ops: int, rounds: int) -> dict[str, float]:
-    """Median microseconds of every contender on store ``name``."""
+Split = tuple[float, float, float]
+
+
+async def split_hits(hitting: SummarizeCompressor, store: Any, thread: Thread, calls: int) -> Split:
+    """Median microseconds of a hit before its store read, in the read, and after it."""
+    marks: list[int] = []
+    read = store.get
+
+    async def timed_read(key: str) -> str | None:
+        marks.append(time.perf_counter_ns())
+        try:
+            value: str | None = await read(key)
+            return value
+        finally:
+            marks.append(time.perf_counter_ns())
+
+    store.get = timed_read  # the compressor looks the method up on every call
+    parts: tuple[list[int], list[int], list[int]] = ([], [], [])
+    try:
+        for _ in range(calls):
+            marks.clear()
+            start = time.perf_counter_ns()
+            await hitting.compress(thread.history, thread_id=thread.thread_id)
+            end = time.perf_counter_ns()
+            parts[0].append(marks[0] - start)
+            parts[1].append(marks[1] - marks[0])
+            parts[2].append(end - marks[1])
+    finally:
+        del store.get
+    before, during, after = (statistics.median(part) / 1000 for part in parts)
+    return before, during, after
+
+
+async def bench(
+    name: str, url: str, thread: Thread, *, ops: int, rounds: int
+) -> tuple[dict[str, float], dict[str, Split]]:
+    """Median microseconds of every contender on store ``name``, and of the parts of a hit."""
     per_round = max(1, ops // rounds)
     async with contenders(name, url, thread) as timed:
         names = list(timed.calls)
@@ -191,7 +232,28 @@ async def bench(name: str, url: str, thread: Thread, *, ops: int, rounds: int) -
         for round_ in range(rounds):
             for contender in names if round_ % 2 == 0 else names[::-1]:
                 await timed.time(contender, per_round, samples[contender])
-    return {contender: statistics.median(taken) / 1000 for contender, taken in samples.items()}
+        splits = {
+            contender: await split_hits(hitting, store, timed.thread, per_round * rounds)
+            for contender, (hitting, store) in timed.hitting.items()
+        }
+    medians = {contender: statistics.median(taken) / 1000 for contender, taken in samples.items()}
+    return medians, splits
+
+
+def render_splits(splits: dict[str, dict[str, Split]]) -> str:
+    """Where a hit's time goes: before its store read, in it, after it."""
+    header = (
+        f"{'store':<10}{'hit on':<13}{'before read':>13}{'read':>9}{'after read':>12}{'total':>9}"
+    )
+    lines = [header, "-" * len(header)]
+    for store, parts in splits.items():
+        for contender, (before, during, after) in parts.items():
+            on = store if contender == "hit" else "memory"
+            lines.append(
+                f"{store:<10}{on:<13}{before:>13.1f}{during:>9.1f}{after:>12.1f}"
+                f"{before + during + after:>9.1f}"
+            )
+    return "\n".join(lines)
 
 
 def render(results: dict[str, dict[str, float]]) -> str:
@@ -228,37 +290,46 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-async def _run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+Results = tuple[dict[str, dict[str, float]], dict[str, dict[str, Split]]]
+
+
+async def _run(args: argparse.Namespace) -> Results:
     thread = await build_thread(args.messages)
     results: dict[str, dict[str, float]] = {}
+    splits: dict[str, dict[str, Split]] = {}
     with tempfile.TemporaryDirectory(prefix="slimcache-sql-driver-") as scratch:
         for name in args.stores:
             print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
             if name == "sqlite":
                 url = f"sqlite+aiosqlite:///{Path(scratch) / 'bench.db'}"
-                results[name] = await bench(name, url, thread, ops=args.ops, rounds=args.rounds)
+                results[name], splits[name] = await bench(
+                    name, url, thread, ops=args.ops, rounds=args.rounds
+                )
                 continue
             server = PostgresServer()
             try:
                 await asyncio.to_thread(server.start)
-                results[name] = await bench(
+                results[name], splits[name] = await bench(
                     name, server.url, thread, ops=args.ops, rounds=args.rounds
                 )
             finally:
                 await asyncio.to_thread(server.close)
-    return results
+    return results, splits
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table; return the exit status."""
     args = _parse_args(argv)
-    results = asyncio.run(_run(args))
+    results, splits = asyncio.run(_run(args))
     per_round = max(1, args.ops // args.rounds)
     print(
         f"{per_round * args.rounds} calls per contender in {args.rounds} interleaved rounds, "
         f"{args.messages}-message thread, Python {sys.version.split()[0]}"
     )
     print(render(results))
+    print()
+    print(f"inside a hit, medians of {per_round * args.rounds} more hits (us):")
+    print(render_splits(splits))
     return 0
 
 
