@@ -9,6 +9,8 @@ times, side by side in one run:
   statement cache);
 - ``raw cursor`` (SQLite only): aiosqlite's cursor idiom, ``async with db.execute(...) as
   cursor: await cursor.fetchone()``: three trips to the thread, for reference;
+- ``raw timed`` (PostgreSQL only): ``raw`` on a connection with asyncpg's ``command_timeout``
+  set as ``SQLStore.from_url`` sets it (asyncpg then arms a timer per statement);
 - ``sqlalchemy``: the same SELECT through SQLAlchemy's asyncio API as most code writes it,
   ``async with engine.connect() as conn: await conn.execute(...)`` (a pool checkout, the
   statement, the reset on return), for reference;
@@ -28,18 +30,23 @@ the raw driver's. The project's targets: ``store.get`` at most 1.5x the raw driv
 most 2x.
 
 A second table splits hits (as many again, on each store and on the memory store) into the
-time before the compressor's store read, the read itself, and the time after it.
+time before the compressor's store read, the read itself, and the time after it. With
+``--profile``, a cProfile of 2,000 ``store.get`` calls on each store follows (top entries by own
+time: the call counts show the round trips and thread hand-offs a read makes).
 
 Usage::
 
     uv run python benchmarks/sql_driver.py [--ops N] [--rounds R] [--stores sqlite,postgres]
-        [--messages N]
+        [--messages N] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import io
+import pstats
 import statistics
 import sys
 import tempfile
@@ -66,6 +73,8 @@ from tests.servers.postgres_server import PostgresServer
 
 STORES = ("sqlite", "postgres")
 WARMUP_OPS = 50
+PROFILE_CALLS = 2000
+PROFILED = 12
 GET_TARGET = 1.5
 HIT_TARGET = 2.0
 
@@ -198,10 +207,20 @@ async def contenders(name: str, url: str, thread: Thread) -> AsyncIterator[Conte
             conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
             stack.push_async_callback(conn.close)
 
+            # The store's connections have asyncpg's command_timeout (from_url sets half the
+            # store's timeout): asyncpg then arms a timer for every statement.
+            timed_conn = await asyncpg.connect(
+                url.replace("postgresql+asyncpg", "postgresql"), command_timeout=store.timeout / 2
+            )
+            stack.push_async_callback(timed_conn.close)
+
             async def raw() -> Any:
                 return await conn.fetchval(select, key)
 
-            calls = {"raw": raw}
+            async def raw_timed() -> Any:
+                return await timed_conn.fetchval(select, key)
+
+            calls = {"raw": raw, "raw timed": raw_timed}
         raw_store = RawStore(calls["raw"], key, store.timeout)
         raw_hitting = await _hitting(raw_store, thread, f"raw {name}", filled=True)
         calls["sqlalchemy"] = through_sqlalchemy
@@ -254,10 +273,24 @@ async def split_hits(hitting: SummarizeCompressor, store: Any, thread: Thread, c
     return before, during, after
 
 
+async def profile_gets(read: Call, calls: int) -> str:
+    """cProfile's top entries by own time over ``calls`` reads."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        await read()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(PROFILED)
+    body = out.getvalue()
+    return body[body.index("   ncalls") :].rstrip()
+
+
 async def bench(
-    name: str, url: str, thread: Thread, *, ops: int, rounds: int
-) -> tuple[dict[str, float], dict[str, Split]]:
-    """Median microseconds of every contender on store ``name``, and of the parts of a hit."""
+    name: str, url: str, thread: Thread, *, ops: int, rounds: int, profile: bool
+) -> tuple[dict[str, float], dict[str, Split], str]:
+    """Median microseconds of every contender on store ``name``, and of the parts of a hit,
+    and with ``profile`` a profile of its ``store.get``."""
     per_round = max(1, ops // rounds)
     async with contenders(name, url, thread) as timed:
         names = list(timed.calls)
@@ -271,8 +304,9 @@ async def bench(
             contender: await split_hits(hitting, store, timed.thread, per_round * rounds)
             for contender, (hitting, store) in timed.hitting.items()
         }
+        profiled = await profile_gets(timed.calls["store.get"], PROFILE_CALLS) if profile else ""
     medians = {contender: statistics.median(taken) / 1000 for contender, taken in samples.items()}
-    return medians, splits
+    return medians, splits, profiled
 
 
 def render_splits(splits: dict[str, dict[str, Split]]) -> str:
@@ -312,6 +346,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ops", type=int, default=2000, help="calls per contender (2000)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds (20)")
     parser.add_argument("--messages", type=int, default=200, help="history length (200)")
+    parser.add_argument("--profile", action="store_true", help="profile store.get too")
     parser.add_argument(
         "--stores", default=",".join(STORES), help="comma-separated subset of sqlite,postgres"
     )
@@ -325,37 +360,39 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-Results = tuple[dict[str, dict[str, float]], dict[str, dict[str, Split]]]
+Results = tuple[dict[str, dict[str, float]], dict[str, dict[str, Split]], dict[str, str]]
 
 
 async def _run(args: argparse.Namespace) -> Results:
     thread = await build_thread(args.messages)
     results: dict[str, dict[str, float]] = {}
     splits: dict[str, dict[str, Split]] = {}
+    profiles: dict[str, str] = {}
+    options = {"ops": args.ops, "rounds": args.rounds, "profile": args.profile}
     with tempfile.TemporaryDirectory(prefix="slimcache-sql-driver-") as scratch:
         for name in args.stores:
             print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
             if name == "sqlite":
                 url = f"sqlite+aiosqlite:///{Path(scratch) / 'bench.db'}"
-                results[name], splits[name] = await bench(
-                    name, url, thread, ops=args.ops, rounds=args.rounds
+                results[name], splits[name], profiles[name] = await bench(
+                    name, url, thread, **options
                 )
                 continue
             server = PostgresServer()
             try:
                 await asyncio.to_thread(server.start)
-                results[name], splits[name] = await bench(
-                    name, server.url, thread, ops=args.ops, rounds=args.rounds
+                results[name], splits[name], profiles[name] = await bench(
+                    name, server.url, thread, **options
                 )
             finally:
                 await asyncio.to_thread(server.close)
-    return results, splits
+    return results, splits, profiles
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table; return the exit status."""
     args = _parse_args(argv)
-    results, splits = asyncio.run(_run(args))
+    results, splits, profiles = asyncio.run(_run(args))
     per_round = max(1, args.ops // args.rounds)
     print(
         f"{per_round * args.rounds} calls per contender in {args.rounds} interleaved rounds, "
@@ -365,6 +402,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"inside a hit, medians of {per_round * args.rounds} more hits (us):")
     print(render_splits(splits))
+    for store, profiled in profiles.items():
+        if profiled:
+            print(f"\n--- cProfile of {PROFILE_CALLS:,} store.get calls on {store} ---")
+            print(profiled)
     return 0
 
 
