@@ -259,3 +259,36 @@ async def test_a_postgres_session_the_server_ends_mid_call_is_not_used_again(
             assert await store.get("k") == "before"
     finally:
         await holder.dispose()
+
+
+@pytest.mark.servers
+async def test_a_connection_postgres_refuses_to_open_is_a_store_error(
+    postgres_server: PostgresServer,
+) -> None:
+    # A kept connection is opened through the engine's pool, which leaves the driver's own
+    # errors unwrapped: they must still come out as StoreError.
+    database = f"db_{uuid.uuid4().hex[:12]}"
+    admin = create_async_engine(postgres_server.url, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            await conn.execute(text(f"CREATE DATABASE {database}"))
+        url = postgres_server.url.rsplit("/", 1)[0] + f"/{database}"
+        async with SQLStore.from_url(url) as store:
+            await store.set("k", "v")  # the store now keeps a connection
+            async with admin.connect() as conn:
+                await conn.execute(text(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false"))
+                await conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name"
+                    ),
+                    {"name": database},
+                )
+            # The first call may still find the ended session; the next opens a connection.
+            for _ in range(2):
+                with pytest.raises(StoreError, match="get of key 'k'"):
+                    await store.get("k")
+    finally:
+        async with admin.connect() as conn:
+            await conn.execute(text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        await admin.dispose()

@@ -361,7 +361,14 @@ class KeptConnections:
 
     def _detach(self) -> Any:
         # Runs inside greenlet_spawn: the pool's driver calls are awaited from here.
-        pooled = self._engine.raw_connection()
+        dialect = self._engine.dialect
+        try:
+            pooled = self._engine.raw_connection()
+        except dialect.loaded_dbapi.Error as exc:
+            # Wrapped as Engine.connect wraps it (the pool leaves it as the driver raised it).
+            raise DBAPIError.instance(
+                None, None, exc, dialect.loaded_dbapi.Error, dialect=dialect
+            ) from exc
         try:
             connection = pooled.dbapi_connection
             assert connection is not None  # a pool hands out open connections
