@@ -343,8 +343,9 @@ class KeptConnections:
         return AsyncpgConnection(driver, loop, refusal=asyncpg.PostgresError, **options)
 
     def give_back(self, kept: KeptConnection) -> None:
-        """Keep ``kept`` for the next call if it is clean; otherwise close it."""
-        if kept.usable() and not self._closed:
+        """Keep ``kept`` for the next call unless its call was stopped mid-statement (then it
+        is closed); :meth:`take` checks the rest (a transaction left open, a closed socket)."""
+        if not kept.in_call and not self._closed:
             self._idle.append(kept)
         else:
             self._drop(kept)

@@ -5,15 +5,16 @@ SQLAlchemy compiles once and then finds in its cache, and compiled once more to 
 own SQL text (:class:`DriverSQL`) for calls that run on a connection the store keeps.
 
 A call's logic is written once, as a generator of :class:`Query` steps: each step names a
-statement, its parameters and the answer wanted, and receives that answer. The store runs the
-same steps either through SQLAlchemy's ``Connection`` or straight on the driver.
+statement, its parameters and the answer wanted, and receives that answer (or, for a call that
+is one statement, as :class:`OneStep`). The store runs the same steps either through
+SQLAlchemy's ``Connection`` or straight on the driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Final, Literal, NamedTuple, TypeVar, cast
+from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -40,10 +41,13 @@ __all__ = [
     "VALUE",
     "Answer",
     "DriverSQL",
+    "OneStep",
     "Query",
     "Statements",
     "Steps",
+    "Work",
     "build_statements",
+    "steps_of",
 ]
 
 _T = TypeVar("_T")
@@ -69,6 +73,33 @@ class Query(NamedTuple):
 
 # A call's logic: yields its steps, is sent each step's answer, returns the call's result.
 Steps = Generator[Query, Any, _T]
+
+
+class OneStep(Generic[_T]):
+    """The logic of a call that is one statement: run ``query``, and make the call's result
+    of its answer with ``finish``. Most calls are; they are run without a generator."""
+
+    __slots__ = ("finish", "query")
+
+    def __init__(self, query: Query, finish: Callable[[Any], _T]) -> None:
+        self.query = query
+        self.finish = finish
+
+
+# A call's logic in either form: one step, or a function making the steps.
+Work = OneStep[_T] | Callable[[], Steps[_T]]
+
+
+def steps_of(work: Work[_T]) -> Steps[_T]:
+    """The steps of ``work``, whichever its form."""
+    if isinstance(work, OneStep):
+        return _one_step(work)
+    return work()
+
+
+def _one_step(work: OneStep[_T]) -> Steps[_T]:
+    answer = yield work.query
+    return work.finish(answer)
 
 
 @dataclass(frozen=True)

@@ -54,9 +54,12 @@ from slimcache_sql._statements import (
     ROWS,
     VALUE,
     DriverSQL,
+    OneStep,
     Query,
     Steps,
+    Work,
     build_statements,
+    steps_of,
 )
 
 __all__ = ["DEFAULT_TABLE", "SQLStore"]
@@ -443,7 +446,7 @@ class SQLStore(CallBoundedStore):
     def _run(
         self,
         operation: str,
-        work: Callable[[], Steps[_T]],
+        work: Work[_T],
         *,
         write: bool,
         atomic: bool = False,
@@ -482,7 +485,7 @@ class SQLStore(CallBoundedStore):
         self,
         operation: str,
         kept: KeptConnection,
-        work: Callable[[], Steps[_T]],
+        work: Work[_T],
         atomic: bool,
         key: str | None,
         about: str | Callable[[], str],
@@ -495,6 +498,10 @@ class SQLStore(CallBoundedStore):
         """
         kept.watch(self._timeout)
         try:
+            if isinstance(work, OneStep) and self._dialect != "sqlite":
+                # One statement on a connection that is never busy: nothing to drive or retry.
+                text, parameters = self._sql.prepare(work.query)
+                return work.finish(await kept.ask(work.query.answer, text, parameters))
             return await self._attempts_on(kept, work, atomic, kept.deadline)
         except _DRIVER_ERRORS as exc:
             raise self._failure(operation, key, about, exc) from exc
@@ -512,7 +519,7 @@ class SQLStore(CallBoundedStore):
     async def _attempt(
         self,
         operation: str,
-        work: Callable[[], Steps[_T]],
+        work: Work[_T],
         write: bool,
         atomic: bool,
         key: str | None,
@@ -551,15 +558,17 @@ class SQLStore(CallBoundedStore):
         return store_error(f"SQLStore {operation}", self._what(key, about), exc, timeouts=timeouts)
 
     def _attempts_on(
-        self, kept: KeptConnection, work: Callable[[], Steps[_T]], atomic: bool, deadline: float
+        self, kept: KeptConnection, work: Work[_T], atomic: bool, deadline: float
     ) -> Awaitable[_T]:
         """Attempts at ``work`` on ``kept``: again while SQLite is busy, until ``deadline``.
 
         The caller gives ``kept`` back afterwards (it is closed unless it is clean).
         """
         if self._dialect != "sqlite":  # only SQLite is ever busy
-            return self._kept_attempt(kept, work(), atomic)
-        return _while_busy(lambda: self._kept_attempt(kept, work(), atomic), deadline=deadline)
+            return self._kept_attempt(kept, steps_of(work), atomic)
+        return _while_busy(
+            lambda: self._kept_attempt(kept, steps_of(work), atomic), deadline=deadline
+        )
 
     async def _kept_attempt(self, kept: KeptConnection, steps: Steps[_T], atomic: bool) -> _T:
         """One attempt at ``steps`` on ``kept``, inside ``BEGIN`` and ``COMMIT`` when
@@ -587,15 +596,15 @@ class SQLStore(CallBoundedStore):
             raise
         return result
 
-    def _in_connection(self, work: Callable[[], Steps[_T]], write: bool) -> _T:
+    def _in_connection(self, work: Work[_T], write: bool) -> _T:
         # Runs inside greenlet_spawn, the bridge AsyncConnection itself is built on: the sync
         # engine's driver calls are awaited on the event loop from here.
         engine = self._engine.sync_engine
         if write:
             with engine.begin() as conn:
-                return self._take_steps(conn, work())
+                return self._take_steps(conn, steps_of(work))
         with engine.connect() as conn:
-            return self._take_steps(conn, work())
+            return self._take_steps(conn, steps_of(work))
 
     def _take_steps(self, conn: Connection, steps: Steps[_T]) -> _T:
         """Run each step's statement on ``conn``, sending the step its answer."""
@@ -673,7 +682,7 @@ class SQLStore(CallBoundedStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        value: str | None = await self._run("get", lambda: self._read(key), write=False, key=key)
+        value: str | None = await self._run("get", self._read(key), write=False, key=key)
         return value
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
@@ -806,7 +815,7 @@ class SQLStore(CallBoundedStore):
         checked = check_ops(ops)
         if not checked:
             return []
-        works: list[tuple[int, Callable[[], Steps[Any]]]] = []  # (operations, work)
+        works: list[tuple[int, Work[Any]]] = []  # (operations, work)
         for deleting, group in itertools.groupby(checked, key=_is_delete):
             run_of_ops = list(group)
             if deleting and len(run_of_ops) > 1:
@@ -818,7 +827,7 @@ class SQLStore(CallBoundedStore):
         def run() -> Steps[list[Any]]:
             results: list[Any] = []
             for operations, work in works:
-                result = yield from work()
+                result = yield from steps_of(work)
                 results.extend([result] * operations)  # a run of deletes: None each
             return results
 
@@ -840,15 +849,14 @@ class SQLStore(CallBoundedStore):
 
         return steps
 
-    def _work(self, op: StoreOp) -> Callable[[], Steps[Any]]:
+    def _work(self, op: StoreOp) -> Work[Any]:
         """The steps carrying out ``op``, returning its result.
 
         A conditional write changes one row exactly when its condition holds, so its result is
         whether one row changed.
         """
         if isinstance(op, GetOp):
-            key = op.key
-            return lambda: self._read(key)
+            return self._read(op.key)
         if isinstance(op, DeleteOp):
             return _no_result(Query("delete", {"key": op.key}, COUNT))
         parameters: dict[str, Any]
@@ -871,9 +879,8 @@ class SQLStore(CallBoundedStore):
         }
         return self._compare(Query("compare_and_set", parameters, COUNT), op.key)
 
-    def _read(self, key: str) -> Steps[str | None]:
-        raw = yield Query("get", {"key": key}, VALUE)
-        return self._text(raw, key)
+    def _read(self, key: str) -> OneStep[str | None]:
+        return OneStep(Query("get", {"key": key}, VALUE), lambda raw: self._text(raw, key))
 
     def _text(self, raw: Any, key: str) -> str | None:
         """A stored value as text. SQLite keeps whatever another program stored, BLOBs too:
@@ -884,7 +891,7 @@ class SQLStore(CallBoundedStore):
             )
         return cast("str | None", raw)
 
-    def _compare(self, attempt: Query, key: str) -> Callable[[], Steps[bool]]:
+    def _compare(self, attempt: Query, key: str) -> Work[bool]:
         """Work running the conditional write ``attempt`` (on its ``expected`` parameter).
 
         On SQLite a value another program stored as a BLOB never equals text, so when the
@@ -953,29 +960,24 @@ def _nothing() -> Steps[None]:
     yield from ()
 
 
-def _no_result(query: Query) -> Callable[[], Steps[None]]:
+def _no_result(query: Query) -> OneStep[None]:
     """Work running ``query``, with no result."""
-
-    def steps() -> Steps[None]:
-        yield query
-
-    return steps
+    return OneStep(query, _none)
 
 
-def _count_of(query: Query) -> Callable[[], Steps[int]]:
+def _count_of(query: Query) -> OneStep[int]:
     """Work running ``query``, answering how many rows it changed."""
-
-    def steps() -> Steps[int]:
-        changed: int = yield query
-        return changed
-
-    return steps
+    return OneStep(query, int)
 
 
-def _one_row(query: Query) -> Callable[[], Steps[bool]]:
+def _one_row(query: Query) -> OneStep[bool]:
     """Work running ``query``, answering whether it changed exactly one row."""
+    return OneStep(query, _is_one)
 
-    def steps() -> Steps[bool]:
-        return bool((yield query) == 1)
 
-    return steps
+def _none(answer: object) -> None:
+    return None
+
+
+def _is_one(changed: int) -> bool:
+    return changed == 1
