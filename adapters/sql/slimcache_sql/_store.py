@@ -453,13 +453,13 @@ class SQLStore(CallBoundedStore):
         key: str | None = None,
         about: str | Callable[[], str] = "",
     ) -> Awaitable[_T]:
-        """Run the steps ``work()`` makes (in one transaction when ``atomic``), creating the
-        table first if needed, within the store's timeout, translating every failure.
+        """Run the steps of ``work`` (in one transaction when ``atomic``), creating the table
+        first if needed, within the store's timeout, translating every failure.
 
         A call runs on a connection the store keeps, straight through the driver (see
         :mod:`slimcache_sql._kept`): an idle one, or one it opens while the store keeps fewer
         than the engine's pool holds. Otherwise it runs through the engine's pool, in a
-        committed transaction when ``write``. ``work`` is called again for each attempt (see
+        committed transaction when ``write``. Each attempt takes the steps afresh (see
         :func:`_while_busy`).
 
         ``key`` or ``about`` says what the call is about, for error messages only: they are
