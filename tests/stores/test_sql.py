@@ -348,6 +348,7 @@ async def test_every_operation_runs_a_statement_from_the_compiled_cache(
 
     await every_operation(0)
     first = len(executed)
+    assert first == 10  # one statement per operation, every one of them seen by the listener
     for round_ in (1, 2):
         await every_operation(round_)
     # After the first round each statement (with or without a TTL, a key found or not) is

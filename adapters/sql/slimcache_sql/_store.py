@@ -17,38 +17,20 @@ import importlib.util
 import itertools
 import re
 import sqlite3
+import sys
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from inspect import signature
 from typing import Any, Final, TypeVar, cast
 
-from sqlalchemy import (
-    Column,
-    ColumnElement,
-    Double,
-    MetaData,
-    Table,
-    Text,
-    and_,
-    bindparam,
-    delete,
-    event,
-    inspect,
-    literal_column,
-    or_,
-    select,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Column, Double, MetaData, Table, Text, event, inspect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateTable
-from sqlalchemy.sql.expression import Executable
 from sqlalchemy.util import greenlet_spawn
 
-from slimcache import ConfigurationError, MissingExtraError
+from slimcache import ConfigurationError, MissingExtraError, StoreError, StoreTimeout
 from slimcache.stores import (
     DEFAULT_STORE_TIMEOUT,
     CallBoundedStore,
@@ -69,6 +51,19 @@ from slimcache.stores import (
     store_error,
     validate_ttl,
 )
+from slimcache_sql._kept import KeptConnection, KeptConnections
+from slimcache_sql._statements import (
+    COUNT,
+    ROWS,
+    VALUE,
+    DriverSQL,
+    OneStep,
+    Query,
+    Steps,
+    Work,
+    build_statements,
+    steps_of,
+)
 
 __all__ = ["DEFAULT_TABLE", "SQLStore"]
 
@@ -88,6 +83,10 @@ _TABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 # Keep each IN (...) list well below SQLite's historical limit of 999 bound parameters.
 _IN_CHUNK: Final = 500
+
+# A call on a kept connection is bounded in the caller's own task where a bound's cancellation
+# can be taken back (Task.uncancel, Python 3.11+); before, it runs as a task of its own.
+_IN_PLACE: Final = sys.version_info >= (3, 11)
 
 # from_url options that may also be given in the URL's query (``?table=cache&timeout=2``);
 # any other query option goes to the driver, as SQLAlchemy does.
@@ -139,7 +138,7 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
     # asyncpg is optional (the "postgres" extra); without it its errors cannot occur.
     if importlib.util.find_spec("asyncpg") is not None:
         asyncpg = importlib.import_module("asyncpg")
-        errors += [asyncpg.PostgresError, asyncpg.InterfaceError]
+        errors += [asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError]
     return tuple(errors)
 
 
@@ -257,83 +256,6 @@ def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout: float) -> None:
     _PRAGMA_ENGINES.add(sync_engine)
 
 
-@dataclass(frozen=True)
-class _Statements:
-    """Every statement a store runs, built once with named parameters.
-
-    A call only binds its values: SQLAlchemy then finds the compiled form in its cache by the
-    statement's memoized cache key, instead of building and hashing a new expression tree.
-    """
-
-    get: Executable
-    get_many: Executable
-    set: Executable
-    set_if_absent: Executable
-    compare_and_set: Executable
-    compare_and_delete: Executable
-    delete: Executable
-    delete_many: Executable
-    purge_expired: Executable
-
-
-# The database's own clock, in Unix seconds as a double.
-_SERVER_NOW: Final = {
-    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
-    # The time the statement began: one instant for every row the statement looks at.
-    "postgresql": "CAST(EXTRACT(EPOCH FROM statement_timestamp()) AS DOUBLE PRECISION)",
-}
-
-
-def _build_statements(table: Table, dialect: str) -> _Statements:
-    """Build the statements of a store on ``table``.
-
-    Parameters: ``key`` and ``value`` (the row to write), ``ttl`` (its seconds to live, or
-    ``None``), ``keys`` (an expanding list), ``expected`` (the value a conditional write
-    requires), and for ``compare_and_set`` ``new_value`` and ``new_ttl`` (an UPDATE reserves the
-    column names for its SET). Expiry times are the database's clock plus the TTL, and rows
-    with ``expires_at <=`` the database's clock have expired.
-    """
-    columns = table.c
-    now: ColumnElement[float] = literal_column(_SERVER_NOW[dialect], type_=Double())
-    live = or_(columns.expires_at.is_(None), columns.expires_at > now)
-    expired = and_(columns.expires_at.is_not(None), columns.expires_at <= now)
-    key_matches = columns.key == bindparam("key", type_=Text())
-    holds_expected = columns.value == bindparam("expected", type_=Text())
-
-    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-    upsert = insert(table).values(
-        key=bindparam("key", type_=Text()),
-        value=bindparam("value", type_=Text()),
-        expires_at=now + bindparam("ttl", type_=Double()),
-    )
-    replace = {"value": upsert.excluded.value, "expires_at": upsert.excluded.expires_at}
-    return _Statements(
-        get=select(columns.value).where(key_matches, live),
-        get_many=select(columns.key, columns.value).where(
-            columns.key.in_(bindparam("keys", expanding=True)), live
-        ),
-        set=upsert.on_conflict_do_update(index_elements=[columns.key], set_=replace),
-        # The update branch fires only when the existing row has expired.
-        set_if_absent=upsert.on_conflict_do_update(
-            index_elements=[columns.key], set_=replace, where=expired
-        ),
-        compare_and_set=update(table)
-        .where(
-            columns.key == bindparam("match_key", type_=Text()),
-            holds_expected,
-            live,
-        )
-        .values(
-            value=bindparam("new_value", type_=Text()),
-            expires_at=now + bindparam("new_ttl", type_=Double()),
-        ),
-        compare_and_delete=delete(table).where(key_matches, holds_expected, live),
-        delete=delete(table).where(key_matches),
-        delete_many=delete(table).where(columns.key.in_(bindparam("keys", expanding=True))),
-        purge_expired=delete(table).where(expired),
-    )
-
-
 class SQLStore(CallBoundedStore):
     """A slimcache store kept in one table of a SQLite or PostgreSQL database.
 
@@ -350,6 +272,14 @@ class SQLStore(CallBoundedStore):
     whose statement still finds the file locked when the busy timeout runs out tries again,
     until ``timeout``. An in-memory SQLite database (``sqlite+aiosqlite://``) shares one
     connection and is meant for single-task use only.
+
+    Calls run on connections the store keeps for itself, straight through the driver: taken
+    out of the engine's pool as calls need them (up to the pool's size, beside the pool's own),
+    in autocommit mode, so that a read or a write is one statement and a batch one
+    transaction. Calls made while they are all in use go through the pool, and so do all
+    calls while SQLAlchemy logs statements (``echo``) or anything listens to its cursor events
+    (tracing). On a pool that keeps no connection (``NullPool``, an in-memory SQLite
+    database) the store keeps none either. :meth:`aclose` closes them, whoever owns the engine.
 
     Args:
         engine: An async engine for SQLite (``aiosqlite``) or PostgreSQL (``asyncpg``).
@@ -396,11 +326,14 @@ class SQLStore(CallBoundedStore):
             Column("value", Text, nullable=False),
             Column("expires_at", Double, nullable=True),
         )
-        self._statements = _build_statements(self._table, dialect)
+        self._statements = build_statements(self._table, dialect)
+        self._by_name = self._statements.by_name()
         self._ready = False
         self._setup_lock = asyncio.Lock()
         # Calls abandoned at the time bound that are still unwinding (see _run).
         self._unwinding: set[asyncio.Future[Any]] = set()
+        self._sql = DriverSQL(self._statements, engine.dialect)
+        self._kept = KeptConnections(engine, timeout=bound, unwinding=self._unwinding)
         if dialect == "sqlite":
             _install_sqlite_pragmas(engine, busy)
 
@@ -546,69 +479,186 @@ class SQLStore(CallBoundedStore):
 
     # -- running statements --------------------------------------------------------------------
 
-    async def _run(
+    def _run(
         self,
         operation: str,
-        work: Callable[[Connection], _T],
+        work: Work[_T],
         *,
         write: bool,
+        atomic: bool = False,
         key: str | None = None,
         about: str | Callable[[], str] = "",
-    ) -> _T:
-        """Run ``work`` on a connection (in a committed transaction when ``write``), creating
-        the table first if needed, within the store's timeout, translating every failure.
+    ) -> Awaitable[_T]:
+        """Run the steps of ``work`` (in one transaction when ``atomic``), creating the table
+        first if needed, within the store's timeout, translating every failure.
 
-        ``work`` is synchronous: it runs on the engine's sync facade inside one greenlet, as
-        SQLAlchemy's own ``AsyncConnection.run_sync`` does, so one call enters the greenlet
-        once instead of once for each of connect, begin, execute, commit and close.
+        A call runs on a connection the store keeps, straight through the driver (see
+        :mod:`slimcache_sql._kept`): an idle one, or one it opens while the store keeps fewer
+        than the engine's pool holds. Otherwise it runs through the engine's pool, in a
+        committed transaction when ``write``. Each attempt takes the steps afresh (see
+        :func:`_while_busy`).
 
         ``key`` or ``about`` says what the call is about, for error messages only: they are
         put into words when a call fails, not on every call.
+
+        Returns:
+            The call, to be awaited at once (it holds the kept connection it took).
         """
         self.check_open(operation)
+        kept = self._kept.take()
+        if kept is not None and _IN_PLACE:
+            return self._on_kept(operation, kept, work, atomic, key, about)
         deadline = asyncio.get_running_loop().time() + self._timeout
         # Calls given up on are kept until they have unwound, for aclose.
-        return await self.run_call(
-            self._attempt(operation, work, write, key, about, deadline),
+        return self.run_call(
+            self._attempt(operation, work, write, atomic, key, about, deadline, kept),
             f"SQLStore {operation}",
             lambda: self._what(key, about),
             unwinding=self._unwinding,
         )
 
+    async def _on_kept(
+        self,
+        operation: str,
+        kept: KeptConnection,
+        work: Work[_T],
+        atomic: bool,
+        key: str | None,
+        about: str | Callable[[], str],
+    ) -> _T:
+        """Run a call on ``kept``, bounded in the caller's own task (Python 3.11+).
+
+        A kept connection whose call is given up on is closed in the background, never
+        waited on (see :meth:`KeptConnections.give_back`), so the call needs no task of its
+        own.
+        """
+        kept.watch(self._timeout)
+        try:
+            if isinstance(work, OneStep) and self._dialect != "sqlite":
+                # One statement on a connection that is never busy: nothing to drive or retry.
+                text, parameters = self._sql.prepare(work.query)
+                return work.finish(await kept.ask(work.query.answer, text, parameters))
+            return await self._attempts_on(kept, work, atomic, kept.deadline)
+        except _DRIVER_ERRORS as exc:
+            raise self._failure(operation, key, about, exc) from exc
+        except asyncio.CancelledError as exc:
+            if kept.unwatch():
+                raise StoreTimeout(
+                    f"SQLStore {operation} of {self._what(key, about)} failed: "
+                    f"no answer within {self._timeout:g} s"
+                ) from exc
+            raise
+        finally:
+            kept.unwatch()
+            self._kept.give_back(kept)
+
     async def _attempt(
         self,
         operation: str,
-        work: Callable[[Connection], _T],
+        work: Work[_T],
         write: bool,
+        atomic: bool,
         key: str | None,
         about: str | Callable[[], str],
         deadline: float,
+        kept: KeptConnection | None,
     ) -> _T:
         # Driver errors are translated here, inside the bounded call, so that the bound's own
         # TimeoutError is never mistaken for a driver's (asyncpg times out connects with one).
         try:
-            if not self._ready:
+            if kept is None and not self._ready:
                 await self._ensure_table(deadline)
+            if kept is None and self._kept.may_open():
+                kept = await _while_busy(self._kept.open, deadline=deadline)
+            if kept is not None:
+                try:
+                    return await self._attempts_on(kept, work, atomic, deadline)
+                finally:
+                    self._kept.give_back(kept)
             return await _while_busy(
                 lambda: greenlet_spawn(self._in_connection, work, write), deadline=deadline
             )
         except _DRIVER_ERRORS as exc:
-            # SQLite gives up waiting for another connection's lock with "database is locked":
-            # its busy timeout ran out, as much a timeout as the driver's own.
-            timeouts = (type(exc),) if _lock_wait_ran_out(exc) else ()
-            raise store_error(
-                f"SQLStore {operation}", self._what(key, about), exc, timeouts=timeouts
-            ) from exc
+            raise self._failure(operation, key, about, exc) from exc
 
-    def _in_connection(self, work: Callable[[Connection], _T], write: bool) -> _T:
+    def _failure(
+        self,
+        operation: str,
+        key: str | None,
+        about: str | Callable[[], str],
+        exc: BaseException,
+    ) -> StoreError:
+        # SQLite gives up waiting for another connection's lock with "database is locked":
+        # its busy timeout ran out, as much a timeout as the driver's own.
+        timeouts = (type(exc),) if _lock_wait_ran_out(exc) else ()
+        return store_error(f"SQLStore {operation}", self._what(key, about), exc, timeouts=timeouts)
+
+    def _attempts_on(
+        self, kept: KeptConnection, work: Work[_T], atomic: bool, deadline: float
+    ) -> Awaitable[_T]:
+        """Attempts at ``work`` on ``kept``: again while SQLite is busy, until ``deadline``.
+
+        The caller gives ``kept`` back afterwards (it is closed unless it is clean).
+        """
+        if self._dialect != "sqlite":  # only SQLite is ever busy
+            return self._kept_attempt(kept, steps_of(work), atomic)
+        return _while_busy(
+            lambda: self._kept_attempt(kept, steps_of(work), atomic), deadline=deadline
+        )
+
+    async def _kept_attempt(self, kept: KeptConnection, steps: Steps[_T], atomic: bool) -> _T:
+        """One attempt at ``steps`` on ``kept``, inside ``BEGIN`` and ``COMMIT`` when
+        ``atomic`` (the connection is in autocommit mode: one statement needs neither)."""
+        if atomic:
+            await kept.command(kept.begin_write)
+        try:
+            sql = self._sql
+            answer: Any = None
+            while True:
+                try:
+                    query = steps.send(answer)
+                except StopIteration as done:
+                    result: _T = done.value
+                    break
+                text, parameters = sql.prepare(query)
+                answer = await kept.ask(query.answer, text, parameters)
+            if atomic:
+                await kept.command("COMMIT")
+        except BaseException:
+            # A connection that answered is cleaned up in place (a busy attempt may be tried
+            # again on it); one stopped in the middle of a driver call is closed instead.
+            if atomic and not kept.in_call and kept.in_transaction():
+                await kept.command("ROLLBACK")
+            raise
+        return result
+
+    def _in_connection(self, work: Work[_T], write: bool) -> _T:
         # Runs inside greenlet_spawn, the bridge AsyncConnection itself is built on: the sync
         # engine's driver calls are awaited on the event loop from here.
         engine = self._engine.sync_engine
         if write:
             with engine.begin() as conn:
-                return work(conn)
+                return self._take_steps(conn, steps_of(work))
         with engine.connect() as conn:
-            return work(conn)
+            return self._take_steps(conn, steps_of(work))
+
+    def _take_steps(self, conn: Connection, steps: Steps[_T]) -> _T:
+        """Run each step's statement on ``conn``, sending the step its answer."""
+        statements = self._by_name
+        answer: Any = None
+        while True:
+            try:
+                query = steps.send(answer)
+            except StopIteration as done:
+                result: _T = done.value
+                return result
+            rows = conn.execute(statements[query.statement], query.parameters)
+            if query.answer == VALUE:
+                answer = rows.scalar_one_or_none()
+            elif query.answer == ROWS:
+                answer = rows.all()
+            else:
+                answer = rows.rowcount
 
     def _what(self, key: str | None, about: str | Callable[[], str]) -> str:
         """Describe what a call was about, for its error message."""
@@ -668,7 +718,7 @@ class SQLStore(CallBoundedStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        value: str | None = await self._run("get", self._work(GetOp(key)), write=False, key=key)
+        value: str | None = await self._run("get", self._read(key), write=False, key=key)
         return value
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
@@ -686,13 +736,13 @@ class SQLStore(CallBoundedStore):
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return []
-        query = self._statements.get_many
 
-        def read(conn: Connection) -> dict[str, str | None]:
+        def read() -> Steps[dict[str, str | None]]:
             found: dict[str, str | None] = {}
             for start in range(0, len(wanted), _IN_CHUNK):
                 chunk = wanted[start : start + _IN_CHUNK]
-                for row_key, row_value in conn.execute(query, {"keys": chunk}):
+                rows = yield Query("get_many", {"keys": chunk}, ROWS)
+                for row_key, row_value in rows:
                     found[row_key] = self._text(row_value, row_key)
             return found
 
@@ -801,7 +851,7 @@ class SQLStore(CallBoundedStore):
         checked = check_ops(ops)
         if not checked:
             return []
-        works: list[tuple[int, Callable[[Connection], Any]]] = []  # (operations, work)
+        works: list[tuple[int, Work[Any]]] = []  # (operations, work)
         for deleting, group in itertools.groupby(checked, key=_is_delete):
             run_of_ops = list(group)
             if deleting and len(run_of_ops) > 1:
@@ -810,61 +860,63 @@ class SQLStore(CallBoundedStore):
             else:
                 works.extend((1, self._work(op)) for op in run_of_ops)
 
-        def run(conn: Connection) -> list[Any]:
+        def run() -> Steps[list[Any]]:
             results: list[Any] = []
             for operations, work in works:
-                results.extend([work(conn)] * operations)  # a run of deletes: None each
+                result = yield from steps_of(work)
+                results.extend([result] * operations)  # a run of deletes: None each
             return results
 
         def about() -> str:
             return f"{len(checked)} operations, the first on {_describe_key(checked[0].key)}"
 
         write = not all(isinstance(op, GetOp) for op in checked)
-        return await self._run("batch", run, write=write, about=about)
+        # One write needs no transaction of its own; several are all or nothing.
+        atomic = write and len(checked) > 1
+        return await self._run("batch", run, write=write, atomic=atomic, about=about)
 
-    def _delete_many(self, keys: list[str]) -> Callable[[Connection], None]:
+    def _delete_many(self, keys: list[str]) -> Callable[[], Steps[None]]:
         """Work deleting ``keys`` (each result ``None``, as for single deletes)."""
-        statement = self._statements.delete_many
         wanted = list(dict.fromkeys(keys))
 
-        def execute(conn: Connection) -> None:
+        def steps() -> Steps[None]:
             for start in range(0, len(wanted), _IN_CHUNK):
-                conn.execute(statement, {"keys": wanted[start : start + _IN_CHUNK]})
+                yield Query("delete_many", {"keys": wanted[start : start + _IN_CHUNK]}, COUNT)
 
-        return execute
+        return steps
 
-    def _work(self, op: StoreOp) -> Callable[[Connection], Any]:
-        """The statement carrying out ``op``, as work on a connection returning its result.
+    def _work(self, op: StoreOp) -> Work[Any]:
+        """The steps carrying out ``op``, returning its result.
 
         A conditional write changes one row exactly when its condition holds, so its result is
         whether one row changed.
         """
-        statements = self._statements
         if isinstance(op, GetOp):
-            read = _scalar(statements.get, {"key": op.key})
-            key = op.key
-            return lambda conn: self._text(read(conn), key)
+            return self._read(op.key)
         if isinstance(op, DeleteOp):
-            return _no_result(_rowcount(statements.delete, {"key": op.key}))
+            return _no_result(Query("delete", {"key": op.key}, COUNT))
         parameters: dict[str, Any]
         if isinstance(op, CompareAndDeleteOp):
             parameters = {"key": op.key, "expected": op.expected}
-            return self._compare(statements.compare_and_delete, parameters, op.key)
+            return self._compare(Query("compare_and_delete", parameters, COUNT), op.key)
         ttl = validate_ttl(op.ttl)
         if isinstance(op, SetOp):
             parameters = {"key": op.key, "value": op.value, "ttl": ttl}
-            return _no_result(_rowcount(statements.set, parameters))
+            return _no_result(Query("set", parameters, COUNT))
         if isinstance(op, SetIfAbsentOp) or op.expected is None:
             # The same statement serves compare-and-set expecting nothing live.
             parameters = {"key": op.key, "value": op.value, "ttl": ttl}
-            return _one_row(_rowcount(statements.set_if_absent, parameters))
+            return _one_row(Query("set_if_absent", parameters, COUNT))
         parameters = {
             "match_key": op.key,
             "expected": op.expected,
             "new_value": op.value,
             "new_ttl": ttl,
         }
-        return self._compare(statements.compare_and_set, parameters, op.key)
+        return self._compare(Query("compare_and_set", parameters, COUNT), op.key)
+
+    def _read(self, key: str) -> OneStep[str | None]:
+        return OneStep(Query("get", {"key": key}, VALUE), lambda raw: self._text(raw, key))
 
     def _text(self, raw: Any, key: str) -> str | None:
         """A stored value as text. SQLite keeps whatever another program stored, BLOBs too:
@@ -875,31 +927,29 @@ class SQLStore(CallBoundedStore):
             )
         return cast("str | None", raw)
 
-    def _compare(
-        self, statement: Executable, parameters: dict[str, Any], key: str
-    ) -> Callable[[Connection], bool]:
-        """Work running a conditional write on ``parameters["expected"]``.
+    def _compare(self, attempt: Query, key: str) -> Work[bool]:
+        """Work running the conditional write ``attempt`` (on its ``expected`` parameter).
 
         On SQLite a value another program stored as a BLOB never equals text, so when the
         write does not happen and the key holds a BLOB that reads as the expected text, the
-        write is tried again against those very bytes, in the same transaction: a value
-        :meth:`get` returned can always be replaced.
+        write is tried again against those very bytes: a value :meth:`get` returned can
+        always be replaced. (The second try is a compare-and-set of its own: it writes only
+        if the key still holds those bytes.)
         """
-        attempt = _rowcount(statement, parameters)
         if self._dialect != "sqlite":
             return _one_row(attempt)
-        read = _scalar(self._statements.get, {"key": key})
+        expected = attempt.parameters["expected"]
 
-        def execute(conn: Connection) -> bool:
-            if attempt(conn) == 1:
+        def steps() -> Steps[bool]:
+            if (yield attempt) == 1:
                 return True
-            raw = read(conn)
-            if not isinstance(raw, bytes) or self._text(raw, key) != parameters["expected"]:
+            raw = yield Query("get", {"key": key}, VALUE)
+            if not isinstance(raw, bytes) or self._text(raw, key) != expected:
                 return False
-            changed: int = conn.execute(statement, {**parameters, "expected": raw}).rowcount
-            return changed == 1
+            again = attempt._replace(parameters={**attempt.parameters, "expected": raw})
+            return bool((yield again) == 1)
 
-        return execute
+        return steps
 
     async def purge_expired(self) -> int:
         """Delete every expired row.
@@ -910,8 +960,12 @@ class SQLStore(CallBoundedStore):
         Raises:
             StoreError: The database failed or did not answer in time.
         """
-        work = _rowcount(self._statements.purge_expired, {})
-        return await self._run("purge_expired", work, write=True, about="expired rows")
+        return await self._run(
+            "purge_expired",
+            _count_of(Query("purge_expired", {}, COUNT)),
+            write=True,
+            about="expired rows",
+        )
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -922,6 +976,7 @@ class SQLStore(CallBoundedStore):
         """
         if not self.mark_closed():
             return
+        await self._kept.aclose()
         if self._unwinding:
             await asyncio.wait(set(self._unwinding), timeout=self._timeout)
         if self._owns_engine:
@@ -936,42 +991,29 @@ def _is_delete(op: StoreOp) -> bool:
     return isinstance(op, DeleteOp)
 
 
-def _nothing(conn: Connection) -> None:
+def _nothing() -> Steps[None]:
+    """Work taking no step (:meth:`SQLStore.setup` only makes sure the table exists)."""
+    yield from ()
+
+
+def _no_result(query: Query) -> OneStep[None]:
+    """Work running ``query``, with no result."""
+    return OneStep(query, _none)
+
+
+def _count_of(query: Query) -> OneStep[int]:
+    """Work running ``query``, answering how many rows it changed."""
+    return OneStep(query, int)
+
+
+def _one_row(query: Query) -> OneStep[bool]:
+    """Work running ``query``, answering whether it changed exactly one row."""
+    return OneStep(query, _is_one)
+
+
+def _none(answer: object) -> None:
     return None
 
 
-def _scalar(statement: Executable, parameters: dict[str, Any]) -> Callable[[Connection], Any]:
-    """Return work that executes ``statement`` and returns its one value, or ``None``."""
-
-    def execute(conn: Connection) -> Any:
-        return conn.execute(statement, parameters).scalar_one_or_none()
-
-    return execute
-
-
-def _no_result(work: Callable[[Connection], int]) -> Callable[[Connection], None]:
-    """Return ``work`` with its result dropped."""
-
-    def execute(conn: Connection) -> None:
-        work(conn)
-
-    return execute
-
-
-def _one_row(work: Callable[[Connection], int]) -> Callable[[Connection], bool]:
-    """Return ``work`` answering whether it changed exactly one row."""
-
-    def execute(conn: Connection) -> bool:
-        return work(conn) == 1
-
-    return execute
-
-
-def _rowcount(statement: Executable, parameters: dict[str, Any]) -> Callable[[Connection], int]:
-    """Return work that executes ``statement`` and returns how many rows it changed."""
-
-    def execute(conn: Connection) -> int:
-        count: int = conn.execute(statement, parameters).rowcount
-        return count
-
-    return execute
+def _is_one(changed: int) -> bool:
+    return changed == 1
