@@ -29,6 +29,7 @@ from slimcache.core.settings import (
     Hooks,
     SummaryFormat,
     Timeouts,
+    check_summarizer,
     resolve_policies,
     takes_messages_summary_ms,
 )
@@ -244,6 +245,7 @@ def _build(
     on_error: Any,
 ) -> Blueprint:
     """Check every setting, in the order the compressor documents, and derive the rest."""
+    check_summarizer(summarizer)  # reads its signature: once per summarizer, not per request
     resolved_trigger, resolved_keep = resolve_policies(trigger, keep)
     resolved_strategy = resolve_strategy(strategy)
     summary = SummaryFormat(

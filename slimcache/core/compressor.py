@@ -34,7 +34,6 @@ from slimcache.core.settings import (
     DEFAULT_SUMMARY_TEMPLATE,
     call_hook,
     check_store,
-    check_summarizer,
 )
 from slimcache.core.strategies import Strategy, StrategyName
 from slimcache.core.summarizer import Prompts, Summarizer
@@ -184,8 +183,6 @@ class SummarizeCompressor:
         on_cache_hit: Hook | None = None,
         on_error: Hook | None = None,
     ) -> None:
-        check_summarizer(summarizer)
-        check_store(store)
         # Checked and derived once per set of arguments, for a compressor built per request.
         made = blueprint(
             (
@@ -219,6 +216,7 @@ class SummarizeCompressor:
                 on_error,
             )
         )
+        check_store(store)
         self._adopt(made)
         self._summarizer = summarizer
         self._store: Store = store if store is not None else MemoryStore()

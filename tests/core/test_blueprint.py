@@ -3,6 +3,7 @@ and behaves exactly as one built from scratch: see ``slimcache/core/blueprint.py
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,3 +113,38 @@ async def test_compressors_built_per_request_count_each_text_once() -> None:
     contents = [str(m["content"]) for m in history]
     assert all(counted.count(text) == 1 for text in contents if text in counted)
     assert len(summarizer.calls) == 1
+
+
+class SignatureCountingSummarizer:
+    """A summarizer that counts how often its signature is read (``inspect.signature`` reads
+    ``__signature__`` first)."""
+
+    reads = 0
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        type(self).reads += 1
+        return inspect.signature(self.summarize)
+
+    async def summarize(self, messages: Any, context: Any) -> str:
+        return "summary"
+
+    async def __call__(self, messages: Any, context: Any) -> str:
+        return await self.summarize(messages, context)
+
+
+def test_a_summarizer_signature_is_read_once_however_many_compressors_use_it() -> None:
+    summarizer = SignatureCountingSummarizer()
+    store = MemoryStore()
+    for _ in range(5):
+        build(summarizer, store, keep=KeepMessages(2))
+    assert SignatureCountingSummarizer.reads == 1
+
+
+def test_a_summarizer_without_its_context_is_refused_however_many_times_it_is_given() -> None:
+    async def plain(messages: Any) -> str:
+        return "summary"
+
+    for _ in range(2):  # a refused summarizer is never remembered as checked
+        with pytest.raises(ConfigurationError, match="summarizer must take two arguments"):
+            build(plain, MemoryStore(), keep=KeepMessages(2))
