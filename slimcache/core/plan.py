@@ -309,6 +309,15 @@ def _boundary_from_the_end(
     stop_at: int | None = None
     kept_tokens = 0
     position = total - 1
+    # Every unit from the one holding message ``total - floor`` on stops (evicting it would
+    # leave fewer than ``floor``, or it is the last unit): start the walk before them.
+    floored = total - floor
+    if floor > 1 and floored > window_start:
+        start = floored
+        while start > window_start and unit_end[start - 1] != start - 1:
+            start -= 1
+        kept_tokens = sum(tokens[start:])
+        stop_at, position = start, start - 1
     while position >= window_start:
         start = position
         while start > window_start and unit_end[start - 1] != start - 1:
