@@ -114,6 +114,21 @@ async def test_repeated_request_is_one_read_and_no_summarizer_call() -> None:
     assert compressor.stats.store_round_trips == 1
 
 
+async def test_stats_are_a_snapshot_the_compressor_never_changes_afterwards() -> None:
+    compressor = make(RecordingSummarizer(), CountingStore())
+    history = chat(45)
+    await compressor.compress(history, thread_id="t")
+    snapshot = compressor.stats
+    fields = dict(vars(snapshot))
+    assert type(snapshot) is type(compressor.stats)
+    assert snapshot == compressor.stats
+    await compressor.compress(history, thread_id="t")
+    assert vars(snapshot) == fields  # the counters went on, the snapshot did not
+    assert compressor.stats.requests == snapshot.requests + 1
+    snapshot.cache_hits += 100
+    assert compressor.stats.cache_hits == 1
+
+
 async def test_tail_under_threshold_reuses_summary_without_calls() -> None:
     store = MemoryStore()
     summarizer = RecordingSummarizer()
