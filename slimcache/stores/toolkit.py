@@ -67,6 +67,7 @@ __all__ = [
     "check_seconds",
     "combine_options",
     "decode_value",
+    "driver_timeout",
     "positive_int",
     "redact_url",
     "reject_unknown_options",
@@ -183,6 +184,28 @@ def check_seconds(name: str, value: object, *, allow_none: bool = False) -> floa
             f"{name} must be a positive, finite number of seconds, got {value!r}"
         )
     return float(value)
+
+
+def driver_timeout(name: str, value: object, timeout: float) -> float:
+    """Check a driver's own timeout option (a socket or lock wait): by default half the call
+    bound, never more than all of it.
+
+    Half, because one call may wait twice: for a connection, then for its reply.
+
+    Raises:
+        ConfigurationError: Naming the option, for a value that is no duration or exceeds
+            ``timeout``.
+    """
+    if value is None:
+        return timeout / 2
+    seconds = check_seconds(name, value)
+    assert seconds is not None
+    if seconds > timeout:
+        raise ConfigurationError(
+            f"{name} ({seconds:g} s) must not exceed timeout ({timeout:g} s), which bounds "
+            "each call; raise timeout as well"
+        )
+    return seconds
 
 
 # Query options whose values are secrets, wherever a URL names them (password=, ...token=).

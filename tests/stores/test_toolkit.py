@@ -13,6 +13,7 @@ from slimcache.stores import (
     BoundedStore,
     CallBoundedStore,
     SupportsCallTimeout,
+    driver_timeout,
 )
 
 
@@ -152,3 +153,12 @@ async def test_a_call_that_settles_in_time_by_itself_gets_no_timer_but_the_same_
             errors=(DriverError,),
             settles_in_time=True,
         )
+
+
+def test_a_driver_timeout_defaults_to_half_the_bound_and_never_exceeds_it() -> None:
+    assert driver_timeout("socket_timeout", None, 5.0) == 2.5
+    assert driver_timeout("socket_timeout", "1.5", 5.0) == 1.5
+    with pytest.raises(ConfigurationError, match=r"busy_timeout \(6 s\) must not exceed timeout"):
+        driver_timeout("busy_timeout", 6, 5.0)
+    with pytest.raises(ConfigurationError, match="socket_timeout must be a number of seconds"):
+        driver_timeout("socket_timeout", "soon", 5.0)

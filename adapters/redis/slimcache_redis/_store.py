@@ -44,6 +44,7 @@ from slimcache.stores import (
     check_seconds,
     combine_options,
     decode_value,
+    driver_timeout,
     positive_int,
     redact_url,
     reject_unknown_options,
@@ -114,20 +115,6 @@ def _default_retry() -> Retry:
     return Retry(
         ExponentialBackoff(cap=0.2, base=0.02), retries=1, supported_errors=(RedisConnectionError,)
     )
-
-
-def _driver_timeout(name: str, value: object, timeout: float) -> float:
-    """Check a socket timeout; by default half the call bound (one connect, one reply)."""
-    if value is None:
-        return timeout / 2
-    seconds = check_seconds(name, value)
-    assert seconds is not None
-    if seconds > timeout:
-        raise ConfigurationError(
-            f"{name} ({seconds:g} s) must not exceed timeout ({timeout:g} s), which bounds "
-            "each call; raise timeout as well"
-        )
-    return seconds
 
 
 def _check_prefix(prefix: object, *, cluster: bool = False) -> str:
@@ -444,7 +431,7 @@ class RedisStore(CallBoundedStore):
             if name not in _STORE_OPTIONS and name not in url_options
         )
         for name in ("socket_timeout", "socket_connect_timeout"):
-            options[name] = _driver_timeout(name, merged.get(name), bound)
+            options[name] = driver_timeout(name, merged.get(name), bound)
         if "max_connections" in merged:
             options["max_connections"] = _max_connections(merged["max_connections"])
         cluster = scheme in _CLUSTER_SCHEMES

@@ -45,6 +45,7 @@ from slimcache.stores import (
     check_seconds,
     combine_options,
     decode_value,
+    driver_timeout,
     positive_int,
     redact_url,
     reject_unknown_options,
@@ -196,23 +197,6 @@ def _validate_table(table: object) -> str:
     return table
 
 
-def _driver_timeout(name: str, value: object, timeout: float) -> float:
-    """Check a driver timeout; by default half the call bound, never more than all of it.
-
-    Half, because one call may wait twice: for a connection, then for its statement.
-    """
-    if value is None:
-        return timeout / 2
-    seconds = check_seconds(name, value)
-    assert seconds is not None
-    if seconds > timeout:
-        raise ConfigurationError(
-            f"{name} ({seconds:g} s) must not exceed timeout ({timeout:g} s), which bounds "
-            "each call; raise timeout as well"
-        )
-    return seconds
-
-
 def _pool_size(value: object) -> int:
     if isinstance(value, str):
         try:
@@ -314,7 +298,7 @@ class SQLStore(CallBoundedStore):
             )
         table = _validate_table(table)
         bound = self.bound_calls(timeout)
-        busy = _driver_timeout("busy_timeout", busy_timeout, bound)
+        busy = driver_timeout("busy_timeout", busy_timeout, bound)
 
         self._engine = engine
         self._dialect = dialect
@@ -408,9 +392,9 @@ class SQLStore(CallBoundedStore):
         table_name = _validate_table(options.get("table", DEFAULT_TABLE))
         bound = check_seconds("timeout", options.get("timeout", DEFAULT_STORE_TIMEOUT))
         assert bound is not None
-        busy = _driver_timeout("busy_timeout", options.get("busy_timeout"), bound)
-        connect = _driver_timeout("connect_timeout", options.get("connect_timeout"), bound)
-        command = _driver_timeout("command_timeout", options.get("command_timeout"), bound)
+        busy = driver_timeout("busy_timeout", options.get("busy_timeout"), bound)
+        connect = driver_timeout("connect_timeout", options.get("connect_timeout"), bound)
+        command = driver_timeout("command_timeout", options.get("command_timeout"), bound)
         if "pool_size" in options:
             engine_options["pool_size"] = _pool_size(options["pool_size"])
         if not _in_memory(parsed):
