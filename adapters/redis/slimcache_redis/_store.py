@@ -51,6 +51,7 @@ from slimcache.stores import (
     validate_ttl,
 )
 from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_cluster_nodes
+from slimcache_redis._cluster_reads import ClusterReads
 from slimcache_redis._reads import CoalescedReads
 
 __all__ = ["RedisStore"]
@@ -360,13 +361,14 @@ class RedisStore(CallBoundedStore):
         # A transaction's replies are decoded by the client whatever a command asks for, so a
         # client built with decode_responses=True runs batches one call at a time (see batch).
         self._raw_transactions = not client.get_encoder().decode_responses
-        # On one server, the GETs of one turn of the event loop go out as one pipeline; a
-        # cluster routes each key to its node, and a decoding client decodes pipelines.
-        self._reads = (
-            CoalescedReads(client, self._timeout)
-            if not isinstance(client, redis.asyncio.RedisCluster) and self._raw_transactions
-            else None
-        )
+        # The reads of one turn of the event loop go out together: as one pipeline on one
+        # server (not with a decoding client, which decodes a pipeline's replies), one per node
+        # on a cluster (whose nodes parse each command of a pipeline as it asks).
+        self._reads: CoalescedReads | None = None
+        if isinstance(client, redis.asyncio.RedisCluster):
+            self._reads = ClusterReads(client, self._timeout, self._discover)
+        elif self._raw_transactions:
+            self._reads = CoalescedReads(client, self._timeout)
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
         self._compare_and_set = client.register_script(_COMPARE_AND_SET)
         self._compare_and_delete = client.register_script(_COMPARE_AND_DELETE)
@@ -534,7 +536,8 @@ class RedisStore(CallBoundedStore):
         task = asyncio.current_task()
         requested = _cancel_requests(task)
         result = await self.run_call(
-            self._when_ready(call) if self._cluster else call(),
+            # A batched read finds the cluster with its batch, within their common bound.
+            self._when_ready(call) if self._cluster and not settles_in_time else call(),
             f"Redis {operation}",
             what,
             errors=_DRIVER_ERRORS,
@@ -606,8 +609,9 @@ class RedisStore(CallBoundedStore):
         for position, name in enumerate(names):
             slots.setdefault(client.keyslot(name), []).append(position)
         groups = list(slots.values())
+        send = self._raw if self._reads is None else self._reads.read
         replies = await _gather_all(
-            [self._raw("MGET", *(names[position] for position in group)) for group in groups]
+            [send("MGET", *(names[position] for position in group)) for group in groups]
         )
         ordered: list[bytes | None] = [None] * len(names)
         for group, reply in zip(groups, replies, strict=True):

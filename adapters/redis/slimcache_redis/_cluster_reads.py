@@ -1,0 +1,152 @@
+"""The reads of one turn of the event loop on a Redis Cluster: one pipeline per node.
+
+As on one server (:mod:`slimcache_redis._reads`), the reads (``GET``, and ``MGET`` of one slot)
+issued during one turn of the event loop are sent together at the end of it; on a cluster they
+are grouped by the node that serves each key's slot, in the client's own slot map, and each
+node gets one pipeline, on one of its connections. Each node's pipeline is a task of its own,
+so a node that fails or stops answering fails only the reads sent to it; the others get their
+replies as soon as their nodes answer.
+
+A read the cluster could not answer where it was sent (``MOVED``, ``ASK``, ``TRYAGAIN``,
+``CLUSTERDOWN``, or a connection to its node that failed or timed out) is sent again on its
+own through the cluster client, which follows the redirection, refreshes its slot map and
+retries as it does for any command. Every caller has its reply or its error within the store's
+bound counted from the first read of its turn: finding the cluster (on a new or reset client),
+the node's pipeline and any read sent again all run within it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio
+from redis.asyncio.cluster import ClusterNode, PipelineCommand
+from redis.client import NEVER_DECODE
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MaxConnectionsError,
+    RedisClusterException,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from slimcache_redis._reads import CoalescedReads, Pending, bounded, fail
+
+__all__ = ["ClusterReads"]
+
+# Replies as bytes whatever the client's decode_responses: a node parses each command of a
+# pipeline with that command's own options.
+_RAW = {NEVER_DECODE: True}
+
+# Failures of a read that the cluster client's own path handles: a redirection (MovedError is
+# an AskError), a slot being migrated, a cluster failing over, a node that could not be reached.
+_SENT_AGAIN = (AskError, TryAgainError, ClusterDownError, RedisConnectionError, RedisTimeoutError)
+
+
+def _sent_again(reply: object) -> bool:
+    # No connection left to the node: one each for the reads sent again would not help.
+    return isinstance(reply, _SENT_AGAIN) and not isinstance(reply, MaxConnectionsError)
+
+
+class ClusterReads(CoalescedReads):
+    """The reads of one event loop turn, one pipeline per node (see the module docstring).
+
+    Args:
+        client: The ``redis.asyncio.RedisCluster`` client.
+        timeout: Seconds a read may take, from the first read of its turn.
+        ready: Makes sure the client knows the cluster (the store's discovery), before the
+            reads are routed.
+    """
+
+    def __init__(
+        self,
+        client: redis.asyncio.RedisCluster,
+        timeout: float,
+        ready: Callable[[], Awaitable[None]],
+    ) -> None:
+        super().__init__(client, timeout)  # type: ignore[arg-type]  # same interface here
+        self._cluster = client
+        self._ready = ready
+
+    async def _direct(self, command: tuple[Any, ...]) -> Any:
+        await self._ready()
+        return await super()._direct(command)
+
+    async def _send(self, batch: Pending, deadline: float) -> None:
+        # Find the cluster if need be, then route each read to its node: one task per node.
+        try:
+            await bounded(self._ready(), deadline)
+            groups, unrouted = self._by_node(batch)
+        except asyncio.CancelledError:
+            for _, reply in batch:
+                reply.cancel()
+            raise
+        except BaseException as exc:
+            fail(batch, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for node, group in groups.items():
+            self._start(self._settle(group, deadline, self._node_replies(node, group)))
+        if unrouted:
+            self._start(self._settle(unrouted, deadline, self._one_by_one(unrouted)))
+
+    def _by_node(self, batch: Pending) -> tuple[dict[ClusterNode, Pending], Pending]:
+        """The reads of ``batch`` grouped by the node serving their slot, and those of a slot
+        no node is known to serve (sent on their own, for the client to find one)."""
+        client = self._cluster
+        nodes = client.nodes_manager
+        replicas = bool(client.read_from_replicas)
+        balancing = client.load_balancing_strategy
+        groups: dict[ClusterNode, Pending] = {}
+        unrouted: Pending = []
+        by_slot: dict[int, ClusterNode | None] = {}
+        for read in batch:
+            slot = client.keyslot(read[0][1])  # an MGET's keys share one slot
+            if slot not in by_slot:
+                try:
+                    by_slot[slot] = nodes.get_node_from_slot(slot, replicas, balancing)
+                except RedisClusterException:  # SlotNotCoveredError
+                    by_slot[slot] = None
+            node = by_slot[slot]
+            if node is None:
+                unrouted.append(read)
+            else:
+                groups.setdefault(node, []).append(read)
+        return groups, unrouted
+
+    async def _node_replies(self, node: ClusterNode, group: Pending) -> list[Any]:
+        """One pipeline to ``node``; the reads it could not answer, sent again on their own."""
+        commands = [
+            PipelineCommand(position, *command, **_RAW)
+            for position, (command, _) in enumerate(group)
+        ]
+        replies: list[Any]
+        try:
+            await node.execute_pipeline(commands)
+            replies = [command.result for command in commands]
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            replies = [exc] * len(commands)
+        again = [position for position, reply in enumerate(replies) if _sent_again(reply)]
+        if again:
+            retried = await self._one_by_one([group[position] for position in again])
+            for position, reply in zip(again, retried, strict=True):
+                replies[position] = reply
+        return replies
+
+    async def _one_by_one(self, reads: Pending) -> list[Any]:
+        """Each read sent on its own through the cluster client (redirections, retries), all
+        at once; a value or the error of each."""
+        client: Any = self._cluster  # redis-py's execute_command is untyped
+        sent = [client.execute_command(*command, **_RAW) for command, _ in reads]
+        if len(sent) == 1:
+            try:
+                return [await sent[0]]
+            except Exception as exc:
+                return [exc]
+        replies: list[Any] = await asyncio.gather(*sent, return_exceptions=True)
+        return replies
