@@ -289,3 +289,27 @@ async def test_reads_of_a_slot_being_moved_follow_ask_then_moved(
     finally:
         move_slot(redis_cluster, slot, target, source)
     assert await read_all() == expected
+
+
+@pytest.mark.servers
+@pytest.mark.timeout(120)
+async def test_reads_do_not_wait_for_a_frozen_nodes_pipeline_out_before_them(
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+) -> None:
+    store = await redis_cluster_store_factory(timeout=2.0)
+    by_node = threads_by_node(redis_cluster, store, 1)
+    frozen, other = by_node[0][0], by_node[2][0]
+    for keys in (frozen, other):
+        await store.set(keys.index, keys.encoded)
+    node = redis_cluster.nodes[0]
+    node.freeze()
+    try:
+        hanging = asyncio.ensure_future(store.get(frozen.index))
+        await asyncio.sleep(0.2)  # its pipeline is out, unanswered
+        assert await asyncio.wait_for(store.get(other.index), GUARD) == other.encoded
+        assert not hanging.done()
+        with pytest.raises(StoreTimeout):
+            await asyncio.wait_for(hanging, GUARD)
+    finally:
+        node.thaw()
+    await asyncio.wait_for(wait_for_cluster_ok(redis_cluster), GUARD)

@@ -7,6 +7,13 @@ node gets one pipeline, on one of its connections. Each node's pipeline is a tas
 so a node that fails or stops answering fails only the reads sent to it; the others get their
 replies as soon as their nodes answer.
 
+The replies of the nodes come back at different moments, and the callers each one wakes read
+again at once; sent at the end of their own turn, the reads of one round of requests would go
+out in a pipeline per node per reply, ever smaller. So reads issued while pipelines are out
+wait for them: they go out when the last of those is back (after the callers it woke have
+read), or 2 ms after the first of them was issued, whichever comes first. A node that does
+not answer thus delays the others' reads by 2 ms at most.
+
 A read the cluster could not answer where it was sent (``MOVED``, ``ASK``, ``TRYAGAIN``,
 ``CLUSTERDOWN``, or a connection to its node that failed or timed out) is sent again on its
 own through the cluster client, which follows the redirection, refreshes its slot map and
@@ -18,7 +25,7 @@ the node's pipeline and any read sent again all run within it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import redis.asyncio
@@ -47,6 +54,10 @@ _RAW = {NEVER_DECODE: True}
 _SENT_AGAIN = (AskError, TryAgainError, ClusterDownError, RedisConnectionError, RedisTimeoutError)
 
 
+# How long reads wait for others while earlier pipelines are out (see _schedule).
+_GATHER = 0.002
+
+
 def _sent_again(reply: object) -> bool:
     # No connection left to the node: one each for the reads sent again would not help.
     return isinstance(reply, _SENT_AGAIN) and not isinstance(reply, MaxConnectionsError)
@@ -71,6 +82,32 @@ class ClusterReads(CoalescedReads):
         super().__init__(client, timeout)  # type: ignore[arg-type]  # same interface here
         self._cluster = client
         self._ready = ready
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._sending:
+            loop.call_soon(self._flush)
+            return
+        # Pipelines are out: the callers their replies wake read again at once, so these reads
+        # wait for them, and go out when the last pipeline is back (or _GATHER at most).
+        self._timer = loop.call_later(_GATHER, self._flush)
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = super()._start(work)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        if not self._sending and self._timer is not None and self._loop is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._loop.call_soon(self._flush)  # after the callers the replies woke
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        super()._flush()
 
     async def _direct(self, command: tuple[Any, ...]) -> Any:
         await self._ready()

@@ -63,9 +63,13 @@ class CoalescedReads:
         if not self._pending:
             self._loop = loop
             self._deadline = loop.time() + self._timeout
-            loop.call_soon(self._flush)
+            self._schedule(loop)
         self._pending.append((command, reply))
         return reply
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the pending reads sent: at the end of this turn of the loop."""
+        loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         batch, self._pending = self._pending, []
@@ -73,12 +77,13 @@ class CoalescedReads:
         if waiting:
             self._start(self._send(waiting, self._deadline))
 
-    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+    def _start(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` as a task of the batch's loop, referenced until it finishes."""
         assert self._loop is not None
         task = self._loop.create_task(work)
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
+        return task
 
     async def _direct(self, command: tuple[Any, ...]) -> Any:
         """``command`` sent on its own, raw bytes back."""
