@@ -19,7 +19,7 @@ from slimcache_redis import RedisStore
 from slimcache_redis._cluster import cluster_key
 
 from slimcache import StoreError, StoreTimeout
-from slimcache.stores import ThreadKeys
+from slimcache.stores import CompareAndSetOp, DeleteOp, GetOp, SetOp, StoreOp, ThreadKeys
 from tests.servers.redis_cluster import (
     ClusterNodeServer,
     RedisClusterServers,
@@ -250,6 +250,15 @@ def move_slot(
     set_slot(cluster, slot, "NODE", target.node_id())
 
 
+def undo_moving(slot: int, source: ClusterNodeServer, target: ClusterNodeServer) -> None:
+    """Bring the keys of ``slot`` back to ``source``, which still owns it, and end the move."""
+    with target.admin() as to, source.admin() as frm:
+        while names := to.execute_command("CLUSTER GETKEYSINSLOT", slot, 100):
+            to.execute_command("MIGRATE", source.host, source.port, "", 0, 5000, "KEYS", *names)
+        for admin in (to, frm):
+            admin.execute_command("CLUSTER SETSLOT", slot, "STABLE")
+
+
 @pytest.mark.servers
 @pytest.mark.timeout(120)
 async def test_reads_of_a_slot_being_moved_follow_ask_then_moved(
@@ -276,18 +285,27 @@ async def test_reads_of_a_slot_being_moved_follow_ask_then_moved(
         return list(await asyncio.wait_for(asyncio.gather(*map(read, [moved, *stay])), GUARD))
 
     assert await read_all() == expected  # the client knows the slot map
+    moved_over = False
     try:
         start_moving(slot, source, target)
         asked = calls(target, "asking")
         assert await read_all() == expected  # the source answers ASK for the moved slot
         assert calls(target, "asking") - asked >= 2  # the moved thread's GET and MGET
         set_slot(redis_cluster, slot, "NODE", target.node_id())
+        moved_over = True
+        # A batch queued on the old node meets MOVED and goes through the client instead.
+        batch: list[StoreOp] = [GetOp(moved.index), SetOp(moved.lease, "t"), GetOp(moved.lease)]
+        assert await store.batch(batch) == [moved.encoded, None, "t"]
+        assert await store.batch([DeleteOp(moved.lease), GetOp(moved.lease)]) == [None, None]
         before = calls(target)
         assert await read_all() == expected  # the source answers MOVED
         assert await read_all() == expected  # the client's slot map was updated
         assert calls(target) - before >= 2
     finally:
-        move_slot(redis_cluster, slot, target, source)
+        if moved_over:
+            move_slot(redis_cluster, slot, target, source)
+        else:
+            undo_moving(slot, source, target)
     assert await read_all() == expected
 
 
@@ -313,3 +331,31 @@ async def test_reads_do_not_wait_for_a_frozen_nodes_pipeline_out_before_them(
     finally:
         node.thaw()
     await asyncio.wait_for(wait_for_cluster_ok(redis_cluster), GUARD)
+
+
+@pytest.mark.servers
+async def test_a_threads_batch_is_one_transaction_on_its_node_and_fails_whole(
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+) -> None:
+    store = await redis_cluster_store_factory()
+    keys = threads_by_node(redis_cluster, store, 1)[2][0]
+    node = redis_cluster.nodes[2]
+    await store.set(keys.index, "v1")
+    execs = calls(node, "exec")
+    got = await store.batch(
+        [
+            GetOp(keys.index),
+            CompareAndSetOp(keys.index, "v1", "v2"),
+            SetOp(keys.summary(0, 3), "s", ttl=60),
+            GetOp(keys.summary(0, 3)),
+            CompareAndSetOp(keys.lease, "other", "x"),
+        ]
+    )
+    assert got == ["v1", True, None, "s", False]
+    assert calls(node, "exec") - execs == 1
+    with node.admin() as admin:
+        admin.rpush(store.prefix + cluster_key(keys.lease), "not a string")
+    with pytest.raises(StoreError, match="MULTI/EXEC") as caught:
+        await store.batch([SetOp(keys.index, "v3"), GetOp(keys.lease)])
+    assert "WRONGTYPE" in str(caught.value.__cause__)
+    assert await store.get(keys.index) == "v3"  # a transaction is not rolled back

@@ -14,9 +14,11 @@ wait for them: they go out when the last of those is back (after the callers it 
 read), or 2 ms after the first of them was issued, whichever comes first. A node that does
 not answer thus delays the others' reads by 2 ms at most.
 
-A read the cluster could not answer where it was sent (``MOVED``, ``ASK``, ``TRYAGAIN``,
-``CLUSTERDOWN``, or a connection to its node that failed or timed out) is sent again on its
-own through the cluster client, which follows the redirection, refreshes its slot map and
+A read answered with ``ASK`` (its slot being migrated, the key already moved) is sent to the
+node named, after ``ASKING`` on the same connection. A read the cluster could not answer
+otherwise (``MOVED``, ``TRYAGAIN``, ``CLUSTERDOWN``, or a connection to its node that failed or
+timed out, or an ``ASK`` to a node the client does not know) is sent again on its own through
+the cluster client, which follows the redirection, refreshes its slot map and
 retries as it does for any command. Every caller has its reply or its error within the store's
 bound counted from the first read of its turn: finding the cluster (on a new or reset client),
 the node's pipeline and any read sent again all run within it.
@@ -35,6 +37,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     MaxConnectionsError,
+    MovedError,
     RedisClusterException,
     TryAgainError,
 )
@@ -158,22 +161,32 @@ class ClusterReads(CoalescedReads):
 
     async def _node_replies(self, node: ClusterNode, group: Pending) -> list[Any]:
         """One pipeline to ``node``; the reads it could not answer, sent again on their own."""
-        commands = [
-            PipelineCommand(position, *command, **_RAW)
-            for position, (command, _) in enumerate(group)
-        ]
-        replies: list[Any]
-        try:
-            await node.execute_pipeline(commands)
-            replies = [command.result for command in commands]
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            replies = [exc] * len(commands)
+        replies = await _pipeline(node, [command for command, _ in group])
+        await self._asked_elsewhere(group, replies)
         again = [position for position, reply in enumerate(replies) if _sent_again(reply)]
         if again:
             retried = await self._one_by_one([group[position] for position in again])
             for position, reply in zip(again, retried, strict=True):
                 replies[position] = reply
         return replies
+
+    async def _asked_elsewhere(self, group: Pending, replies: list[Any]) -> None:
+        """Send the reads answered with ``ASK`` (a slot being migrated, the key already gone)
+        to the node named, each after ``ASKING`` on the same connection; in place."""
+        asked: dict[tuple[str, int], list[int]] = {}
+        for position, reply in enumerate(replies):
+            if isinstance(reply, AskError) and not isinstance(reply, MovedError):
+                asked.setdefault((reply.host, reply.port), []).append(position)
+        for (host, port), positions in asked.items():
+            node = self._cluster.get_node(host, port)
+            if node is None:  # a node the client does not know yet: it finds it itself
+                continue
+            commands = [("ASKING",), *(group[position][0] for position in positions)]
+            # ASKING lets the next command only through: one before each read.
+            interleaved = [part for command in commands[1:] for part in (commands[0], command)]
+            found = await _pipeline(node, interleaved)
+            for position, reply in zip(positions, found[1::2], strict=True):
+                replies[position] = reply
 
     async def _one_by_one(self, reads: Pending) -> list[Any]:
         """Each read sent on its own through the cluster client (redirections, retries), all
@@ -187,3 +200,16 @@ class ClusterReads(CoalescedReads):
                 return [exc]
         replies: list[Any] = await asyncio.gather(*sent, return_exceptions=True)
         return replies
+
+
+async def _pipeline(node: ClusterNode, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """``commands`` sent to ``node`` as one pipeline, on one of its connections; a reply or the
+    error of each (a failed connection is the error of all)."""
+    sent = [
+        PipelineCommand(position, *command, **_RAW) for position, command in enumerate(commands)
+    ]
+    try:
+        await node.execute_pipeline(sent)
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        return [exc] * len(sent)
+    return [command.result for command in sent]
