@@ -1,7 +1,9 @@
 """The Redis store: slimcache entries as plain Redis strings, read and written with redis-py.
 
 One class serves a single Redis server and a Redis Cluster: on a cluster, keys are hash-tagged
-per thread (see :mod:`slimcache_redis._cluster`) and batch reads are split by hash slot.
+per thread (see :mod:`slimcache_redis._cluster`), batch reads are split by hash slot, and the
+reads of one turn of the event loop go out as one pipeline per node
+(:mod:`slimcache_redis._cluster_reads`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from slimcache.stores import (
 )
 from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_cluster_nodes
 from slimcache_redis._cluster_reads import ClusterReads
+from slimcache_redis._cluster_transaction import cluster_transaction
 from slimcache_redis._reads import CoalescedReads
 
 __all__ = ["RedisStore"]
@@ -319,7 +322,8 @@ class RedisStore(CallBoundedStore):
     On a Redis Cluster (a ``redis.asyncio.RedisCluster`` client), keys that follow slimcache's
     key grammar are hash-tagged by thread, ``ns:{thread_abc}:index``, so that all keys of one
     thread live in one hash slot; other keys are stored as they are. :meth:`get_many` reads
-    each slot's keys with one ``MGET``.
+    each slot's keys with one ``MGET``. The reads of one turn go out as one pipeline per node,
+    each node's on its own, so that a node that fails only fails the reads sent to it.
 
     Args:
         client: A ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client. Either
@@ -747,7 +751,10 @@ class RedisStore(CallBoundedStore):
             return await self._call("batch", what, one_by_one)
 
         async def transaction() -> list[Any]:
-            pipe = self._client.pipeline(transaction=True)
+            client = self._client
+            if isinstance(client, redis.asyncio.RedisCluster):  # one slot: straight to its node
+                return await cluster_transaction(client, self._key(checked[0].key), commands)
+            pipe = client.pipeline(transaction=True)
             for command in commands:
                 pipe.execute_command(*command, **_RAW)
             replies: list[Any] = await pipe.execute()
