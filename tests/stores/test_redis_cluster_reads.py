@@ -9,6 +9,7 @@ arrives in one read, separate commands each in its own).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 
@@ -335,12 +336,23 @@ async def test_reads_do_not_wait_for_a_frozen_nodes_pipeline_out_before_them(
 
 @pytest.mark.servers
 async def test_a_threads_batch_is_one_transaction_on_its_node_and_fails_whole(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers,
+    redis_cluster_store_factory: RedisClusterStoreFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     store = await redis_cluster_store_factory()
     keys = threads_by_node(redis_cluster, store, 1)[2][0]
     node = redis_cluster.nodes[2]
     await store.set(keys.index, "v1")
+    # redis-py's cluster pipeline queues each command of a transaction in a thread of its own.
+    started: list[threading.Thread] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
     execs = calls(node, "exec")
     got = await store.batch(
         [
@@ -353,6 +365,7 @@ async def test_a_threads_batch_is_one_transaction_on_its_node_and_fails_whole(
     )
     assert got == ["v1", True, None, "s", False]
     assert calls(node, "exec") - execs == 1
+    assert started == []
     with node.admin() as admin:
         admin.rpush(store.prefix + cluster_key(keys.lease), "not a string")
     with pytest.raises(StoreError, match="MULTI/EXEC") as caught:
