@@ -14,13 +14,13 @@ answering holds nothing longer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Any
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
 
 import redis.asyncio
 from redis.client import NEVER_DECODE
 
-__all__ = ["CoalescedReads"]
+__all__ = ["CoalescedReads", "Pending", "bounded", "fail"]
 
 # Replies as bytes whatever the client's decode_responses (see the store).
 _RAW = {NEVER_DECODE: True}
@@ -28,7 +28,10 @@ _RAW = {NEVER_DECODE: True}
 # asyncio.timeout_at (Python 3.11+); before it, the pipeline is bounded with wait_for.
 _TIMEOUT_AT: Any = getattr(asyncio, "timeout_at", None)
 
-_Pending = list[tuple[tuple[Any, ...], "asyncio.Future[Any]"]]
+_T = TypeVar("_T")
+
+# The reads of a batch: each command and the future its caller awaits.
+Pending = list[tuple[tuple[Any, ...], "asyncio.Future[Any]"]]
 
 
 class CoalescedReads:
@@ -43,7 +46,7 @@ class CoalescedReads:
     def __init__(self, client: redis.asyncio.Redis, timeout: float) -> None:
         self._client: Any = client  # redis-py's execute_command is untyped
         self._timeout = timeout
-        self._pending: _Pending = []
+        self._pending: Pending = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadline = 0.0  # of the pending reads: the first one's bound
         self._sending: set[asyncio.Task[None]] = set()  # referenced until they finish
@@ -55,52 +58,67 @@ class CoalescedReads:
         pending, the command is sent at once, under a bound of its own."""
         loop = asyncio.get_running_loop()
         if self._pending and loop is not self._loop:  # a batch waits in another loop
-            return asyncio.wait_for(self._client.execute_command(*command, **_RAW), self._timeout)
+            return asyncio.wait_for(self._direct(command), self._timeout)
         reply: asyncio.Future[Any] = loop.create_future()
         if not self._pending:
             self._loop = loop
             self._deadline = loop.time() + self._timeout
-            loop.call_soon(self._flush)
+            self._schedule(loop)
         self._pending.append((command, reply))
         return reply
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the pending reads sent: at the end of this turn of the loop."""
+        loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         batch, self._pending = self._pending, []
         waiting = [(command, reply) for command, reply in batch if not reply.done()]
-        if waiting and self._loop is not None:
-            task = self._loop.create_task(self._send(waiting, self._deadline))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+        if waiting:
+            self._start(self._send(waiting, self._deadline))
 
-    async def _send(self, batch: _Pending, deadline: float) -> None:
+    def _start(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``work`` as a task of the batch's loop, referenced until it finishes."""
+        assert self._loop is not None
+        task = self._loop.create_task(work)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+        return task
+
+    async def _direct(self, command: tuple[Any, ...]) -> Any:
+        """``command`` sent on its own, raw bytes back."""
+        return await self._client.execute_command(*command, **_RAW)
+
+    async def _send(self, batch: Pending, deadline: float) -> None:
+        await self._settle(batch, deadline, self._replies(batch))
+
+    async def _settle(
+        self, batch: Pending, deadline: float, replies: Coroutine[Any, Any, list[Any]]
+    ) -> None:
+        """Await ``replies`` (one per read of ``batch``, a value or the error of that read)
+        by ``deadline`` and give each caller its own; on a failure of the whole, each its
+        error."""
         # Bounded from the moment the first read of the turn was issued: every reply is
         # settled, at the latest with asyncio.TimeoutError, within its own caller's bound.
         try:
-            if _TIMEOUT_AT is not None:
-                async with _TIMEOUT_AT(deadline):
-                    replies = await self._replies(batch)
-            else:  # pragma: no cover - Python 3.10
-                left = deadline - asyncio.get_running_loop().time()
-                replies = await asyncio.wait_for(self._replies(batch), left)
+            found = await bounded(replies, deadline)
         except asyncio.CancelledError:
             for _, reply in batch:
                 reply.cancel()
             raise
         except BaseException as exc:
-            for _, reply in batch:
-                if not reply.done():
-                    reply.set_exception(exc)
+            fail(batch, exc)
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt, SystemExit: the loop must see them too
             return
-        for (_, reply), value in zip(batch, replies, strict=True):
+        for (_, reply), value in zip(batch, found, strict=True):
             if not reply.done():
-                if isinstance(value, Exception):
+                if isinstance(value, BaseException):
                     reply.set_exception(value)
                 else:
                     reply.set_result(value)
 
-    async def _replies(self, batch: _Pending) -> list[Any]:
+    async def _replies(self, batch: Pending) -> list[Any]:
         if len(batch) == 1:
             return [await self._client.execute_command(*batch[0][0], **_RAW)]
         pipe = self._client.pipeline(transaction=False)
@@ -108,3 +126,19 @@ class CoalescedReads:
             pipe.execute_command(*command, **_RAW)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
+
+
+async def bounded(work: Awaitable[_T], deadline: float) -> _T:
+    """Await ``work`` until ``deadline`` (the loop's clock), ``asyncio.TimeoutError`` past it."""
+    if _TIMEOUT_AT is not None:
+        async with _TIMEOUT_AT(deadline):
+            return await work
+    left = deadline - asyncio.get_running_loop().time()  # pragma: no cover - Python 3.10
+    return await asyncio.wait_for(work, left)  # pragma: no cover - Python 3.10
+
+
+def fail(batch: Pending, exc: BaseException) -> None:
+    """Give ``exc`` to every caller of ``batch`` still waiting."""
+    for _, reply in batch:
+        if not reply.done():
+            reply.set_exception(exc)

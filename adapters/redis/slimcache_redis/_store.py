@@ -1,7 +1,9 @@
 """The Redis store: slimcache entries as plain Redis strings, read and written with redis-py.
 
 One class serves a single Redis server and a Redis Cluster: on a cluster, keys are hash-tagged
-per thread (see :mod:`slimcache_redis._cluster`) and batch reads are split by hash slot.
+per thread (see :mod:`slimcache_redis._cluster`), batch reads are split by hash slot, and the
+reads of one turn of the event loop go out as one pipeline per node
+(:mod:`slimcache_redis._cluster_reads`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ from slimcache.stores import (
     validate_ttl,
 )
 from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_cluster_nodes
+from slimcache_redis._cluster_reads import ClusterReads
+from slimcache_redis._cluster_transaction import cluster_transaction
 from slimcache_redis._reads import CoalescedReads
 
 __all__ = ["RedisStore"]
@@ -305,7 +309,8 @@ class RedisStore(CallBoundedStore):
     On a Redis Cluster (a ``redis.asyncio.RedisCluster`` client), keys that follow slimcache's
     key grammar are hash-tagged by thread, ``ns:{thread_abc}:index``, so that all keys of one
     thread live in one hash slot; other keys are stored as they are. :meth:`get_many` reads
-    each slot's keys with one ``MGET``.
+    each slot's keys with one ``MGET``. The reads of one turn go out as one pipeline per node,
+    each node's on its own, so that a node that fails only fails the reads sent to it.
 
     Args:
         client: A ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client. Either
@@ -347,13 +352,14 @@ class RedisStore(CallBoundedStore):
         # A transaction's replies are decoded by the client whatever a command asks for, so a
         # client built with decode_responses=True runs batches one call at a time (see batch).
         self._raw_transactions = not client.get_encoder().decode_responses
-        # On one server, the GETs of one turn of the event loop go out as one pipeline; a
-        # cluster routes each key to its node, and a decoding client decodes pipelines.
-        self._reads = (
-            CoalescedReads(client, self._timeout)
-            if not isinstance(client, redis.asyncio.RedisCluster) and self._raw_transactions
-            else None
-        )
+        # The reads of one turn of the event loop go out together: as one pipeline on one
+        # server (not with a decoding client, which decodes a pipeline's replies), one per node
+        # on a cluster (whose nodes parse each command of a pipeline as it asks).
+        self._reads: CoalescedReads | None = None
+        if isinstance(client, redis.asyncio.RedisCluster):
+            self._reads = ClusterReads(client, self._timeout, self._discover)
+        elif self._raw_transactions:
+            self._reads = CoalescedReads(client, self._timeout)
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
         self._compare_and_set = client.register_script(_COMPARE_AND_SET)
         self._compare_and_delete = client.register_script(_COMPARE_AND_DELETE)
@@ -521,7 +527,8 @@ class RedisStore(CallBoundedStore):
         task = asyncio.current_task()
         requested = _cancel_requests(task)
         result = await self.run_call(
-            self._when_ready(call) if self._cluster else call(),
+            # A batched read finds the cluster with its batch, within their common bound.
+            self._when_ready(call) if self._cluster and not settles_in_time else call(),
             f"Redis {operation}",
             what,
             errors=_DRIVER_ERRORS,
@@ -593,8 +600,9 @@ class RedisStore(CallBoundedStore):
         for position, name in enumerate(names):
             slots.setdefault(client.keyslot(name), []).append(position)
         groups = list(slots.values())
+        send = self._raw if self._reads is None else self._reads.read
         replies = await _gather_all(
-            [self._raw("MGET", *(names[position] for position in group)) for group in groups]
+            [send("MGET", *(names[position] for position in group)) for group in groups]
         )
         ordered: list[bytes | None] = [None] * len(names)
         for group, reply in zip(groups, replies, strict=True):
@@ -730,7 +738,10 @@ class RedisStore(CallBoundedStore):
             return await self._call("batch", what, one_by_one)
 
         async def transaction() -> list[Any]:
-            pipe = self._client.pipeline(transaction=True)
+            client = self._client
+            if isinstance(client, redis.asyncio.RedisCluster):  # one slot: straight to its node
+                return await cluster_transaction(client, self._key(checked[0].key), commands)
+            pipe = client.pipeline(transaction=True)
             for command in commands:
                 pipe.execute_command(*command, **_RAW)
             replies: list[Any] = await pipe.execute()
