@@ -44,7 +44,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from slimcache_redis._reads import CoalescedReads, Pending, bounded, fail
+from slimcache_redis._reads import FAILED, CoalescedReads, Pending, bounded, for_batch
 
 __all__ = ["ClusterReads"]
 
@@ -118,22 +118,20 @@ class ClusterReads(CoalescedReads):
 
     async def _send(self, batch: Pending, deadline: float) -> None:
         # Find the cluster if need be, then route each read to its node: one task per node.
-        try:
-            await bounded(self._ready(), deadline)
-            groups, unrouted = self._by_node(batch)
-        except asyncio.CancelledError:
-            for _, reply in batch:
-                reply.cancel()
-            raise
-        except BaseException as exc:
-            fail(batch, exc)
-            if not isinstance(exc, Exception):
-                raise
+        routed = await for_batch(batch, self._route(batch, deadline))
+        if routed is FAILED:
             return
+        groups, unrouted = routed
         for node, group in groups.items():
             self._start(self._settle(group, deadline, self._node_replies(node, group)))
         if unrouted:
             self._start(self._settle(unrouted, deadline, self._one_by_one(unrouted)))
+
+    async def _route(
+        self, batch: Pending, deadline: float
+    ) -> tuple[dict[ClusterNode, Pending], Pending]:
+        await bounded(self._ready(), deadline)
+        return self._by_node(batch)
 
     def _by_node(self, batch: Pending) -> tuple[dict[ClusterNode, Pending], Pending]:
         """The reads of ``batch`` grouped by the node serving their slot, and those of a slot

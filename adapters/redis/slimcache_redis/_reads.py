@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import redis.asyncio
 from redis.client import NEVER_DECODE
 
-__all__ = ["CoalescedReads", "Pending", "bounded", "fail"]
+__all__ = ["FAILED", "CoalescedReads", "Pending", "bounded", "fail", "for_batch"]
 
 # Replies as bytes whatever the client's decode_responses (see the store).
 _RAW = {NEVER_DECODE: True}
@@ -100,16 +100,8 @@ class CoalescedReads:
         error."""
         # Bounded from the moment the first read of the turn was issued: every reply is
         # settled, at the latest with asyncio.TimeoutError, within its own caller's bound.
-        try:
-            found = await bounded(replies, deadline)
-        except asyncio.CancelledError:
-            for _, reply in batch:
-                reply.cancel()
-            raise
-        except BaseException as exc:
-            fail(batch, exc)
-            if not isinstance(exc, Exception):
-                raise  # KeyboardInterrupt, SystemExit: the loop must see them too
+        found = await for_batch(batch, bounded(replies, deadline))
+        if found is FAILED:
             return
         for (_, reply), value in zip(batch, found, strict=True):
             if not reply.done():
@@ -135,6 +127,30 @@ async def bounded(work: Awaitable[_T], deadline: float) -> _T:
             return await work
     left = deadline - asyncio.get_running_loop().time()  # pragma: no cover - Python 3.10
     return await asyncio.wait_for(work, left)  # pragma: no cover - Python 3.10
+
+
+FAILED: Any = object()
+"""What :func:`for_batch` returns when the work failed (each caller has the failure)."""
+
+
+async def for_batch(batch: Pending, work: Awaitable[_T]) -> _T:
+    """Await ``work`` done for the reads of ``batch``; if it fails, each caller still waiting
+    gets the failure and ``FAILED`` is returned, and if it is cancelled, so is each caller.
+
+    A failure that is no ``Exception`` (``KeyboardInterrupt``, ``SystemExit``) is raised
+    again too, for the loop to see.
+    """
+    try:
+        return await work
+    except asyncio.CancelledError:
+        for _, reply in batch:
+            reply.cancel()
+        raise
+    except BaseException as exc:
+        fail(batch, exc)
+        if not isinstance(exc, Exception):
+            raise
+        return cast("_T", FAILED)
 
 
 def fail(batch: Pending, exc: BaseException) -> None:
