@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from slimcache import ConversationWindowMemory, Store, open_store
 from slimcache.stores import SupportsClose
+from tests.workers.signals import emit, wait_for
 
 __all__ = ["append_steps", "content", "main"]
 
@@ -52,24 +51,6 @@ async def append_steps(
     return errors
 
 
-def _emit(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
-
-
-def _exists(path: str) -> bool:
-    return os.path.exists(path)
-
-
-async def _wait_for(path: str, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not _exists(path):
-        if loop.time() > deadline:
-            raise TimeoutError(f"{path} did not appear within {timeout:g}s")
-        await asyncio.sleep(0.005)
-
-
 async def run(args: argparse.Namespace) -> None:
     """Open the store, wait for the go file, append, and report the errors."""
     store: Store = open_store(args.url, **json.loads(args.store_options))
@@ -77,8 +58,8 @@ async def run(args: argparse.Namespace) -> None:
         # Open a connection now, so that every process starts appending together.
         await store.get(f"warm-up-{args.worker}")
         memory = ConversationWindowMemory(store, 5, chunk_size=args.chunk_size)
-        _emit({"started": True})
-        await _wait_for(args.go, _START_TIMEOUT)
+        emit({"started": True})
+        await wait_for(args.go, _START_TIMEOUT)
         writer = f"p{args.worker}"
         results = await asyncio.gather(
             *(
@@ -86,7 +67,7 @@ async def run(args: argparse.Namespace) -> None:
                 for task in range(args.tasks)
             )
         )
-        _emit({"worker": args.worker, "errors": [e for errors in results for e in errors]})
+        emit({"worker": args.worker, "errors": [e for errors in results for e in errors]})
     finally:
         if isinstance(store, SupportsClose):
             await store.aclose()

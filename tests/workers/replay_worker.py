@@ -48,6 +48,7 @@ from slimcache import (
 )
 from slimcache.stores import SupportsClose
 from tests.fakes import chat
+from tests.workers.signals import emit, wait_for
 
 __all__ = [
     "SUMMARIZER_ID",
@@ -148,24 +149,6 @@ async def _run_task(
     return reports
 
 
-def _emit(message: Report) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
-
-
-def _exists(path: str) -> bool:
-    return os.path.exists(path)
-
-
-async def _wait_for(path: str, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not _exists(path):
-        if loop.time() > deadline:
-            raise TimeoutError(f"{path} did not appear within {timeout:g}s")
-        await asyncio.sleep(0.005)
-
-
 async def run_job(store: Store, worker: int, job: dict[str, Any]) -> Report:
     """Run one job on the shared store; return the report of every request."""
     summarizer = LoggedSummarizer(
@@ -192,8 +175,8 @@ async def run_job(store: Store, worker: int, job: dict[str, Any]) -> Report:
             )
             for _ in range(job["tasks"])
         ]
-        _emit({"armed": True})
-        await _wait_for(job["go"], _START_TIMEOUT)
+        emit({"armed": True})
+        await wait_for(job["go"], _START_TIMEOUT)
         tasks = await asyncio.gather(
             *(_run_task(c, conversation, lengths, job["thread"]) for c in compressors)
         )
@@ -208,9 +191,9 @@ async def serve(args: argparse.Namespace) -> None:
     try:
         # Open a connection now, so that the first job's tasks start together.
         await store.get(f"warm-up-{args.worker}")
-        _emit({"started": True})
+        emit({"started": True})
         while line := await asyncio.to_thread(sys.stdin.readline):
-            _emit(await run_job(store, args.worker, json.loads(line)))
+            emit(await run_job(store, args.worker, json.loads(line)))
     finally:
         if isinstance(store, SupportsClose):
             await store.aclose()
