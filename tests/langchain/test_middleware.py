@@ -117,7 +117,11 @@ def check_turns(agent_model: ScriptedChatModel, summaries: ScriptedChatModel) ->
         assert isinstance(messages[0], SystemMessage)
 
 
-def test_a_sync_agent_over_several_turns(store: Store) -> None:
+def seven_turn_agent(
+    store: Store,
+) -> tuple[ScriptedChatModel, ScriptedChatModel, CachedSummarizationMiddleware, Any]:
+    """An agent answering seven turns, whose middleware summarizes past 7 messages, keeping 3:
+    its model, the summarizing model, the middleware and the agent."""
     agent_model, summaries = answers(7), summarizing_model()
     middleware = CachedSummarizationMiddleware(
         summaries, store, trigger=("messages", 7), keep=("messages", 3)
@@ -126,6 +130,11 @@ def test_a_sync_agent_over_several_turns(store: Store) -> None:
         agent_model, system_prompt=SYSTEM_PROMPT, middleware=[middleware],
         checkpointer=InMemorySaver(),
     )  # fmt: skip
+    return agent_model, summaries, middleware, agent
+
+
+def test_a_sync_agent_over_several_turns(store: Store) -> None:
+    agent_model, summaries, middleware, agent = seven_turn_agent(store)
     for turn in range(7):
         state = agent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config("trip"))
     check_turns(agent_model, summaries)
@@ -146,14 +155,7 @@ def test_a_sync_agent_over_several_turns(store: Store) -> None:
 
 
 async def test_an_async_agent_over_several_turns(store: Store) -> None:
-    agent_model, summaries = answers(7), summarizing_model()
-    middleware = CachedSummarizationMiddleware(
-        summaries, store, trigger=("messages", 7), keep=("messages", 3)
-    )
-    agent = create_agent(
-        agent_model, system_prompt=SYSTEM_PROMPT, middleware=[middleware],
-        checkpointer=InMemorySaver(),
-    )  # fmt: skip
+    agent_model, summaries, middleware, agent = seven_turn_agent(store)
     for turn in range(7):
         state = await agent.ainvoke(
             {"messages": [HumanMessage(f"question {turn}")]}, config("trip")
