@@ -228,7 +228,7 @@ class SummarizeCompressor:
     def _adopt(self, made: Blueprint) -> None:
         """Take the settings from their blueprint (read on every request, so kept at hand)."""
         self._blueprint = made
-        self._trigger, self._keep, self._strategy = made.trigger, made.keep, made.strategy
+        self._keep, self._strategy = made.keep, made.strategy
         self._max_summary_tokens = made.max_summary_tokens
         self._prompts = made.prompts
         self._count = made.count
