@@ -309,6 +309,49 @@ class StoreIO:
             for op, result in zip(ops, results, strict=True)
         ]
 
+    def index_op(self, key: str, expected_raw: str | None, index: ThreadIndex) -> StoreOp:
+        """Writing the index under ``key``: with compare-and-set where the store can, against
+        ``expected_raw``, so that a newer index another worker wrote is never overwritten.
+
+        With a TTL the index records when it was written (see :func:`refresh_due`)."""
+        value = stamped(index, self.ttl).to_json()
+        if self.compares:
+            return CompareAndSetOp(key, expected_raw, value, self.ttl)
+        return SetOp(key, value, self.ttl)
+
+    async def write_index(self, key: str, expected_raw: str | None, index: ThreadIndex) -> bool:
+        """Write the index under ``key``; with compare-and-set, only if it still holds
+        ``expected_raw``.
+
+        Returns:
+            Whether it was written (``False``: another worker wrote it in between).
+        """
+        op = self.index_op(key, expected_raw, index)
+        written = await run_op(self, op)
+        return bool(written) if isinstance(op, CompareAndSetOp) else True
+
+    async def refresh(
+        self,
+        range_key: str,
+        entry: SummaryEntry,
+        index_key: str,
+        index_raw: str | None,
+        index: ThreadIndex,
+    ) -> None:
+        """Give a served range and its index a fresh TTL: one batch where the store runs them.
+
+        The index is written against ``index_raw`` (see :meth:`index_op`). A failure is
+        logged: the hit it follows is served all the same.
+        """
+        ops = [
+            SetOp(range_key, entry.to_json(), self.ttl),
+            self.index_op(index_key, index_raw, index),
+        ]
+        try:
+            await self.batch(ops)
+        except StoreError as exc:
+            logger.warning("could not refresh the TTL of thread %s: %s", entry.thread, exc)
+
 
 class ThreadCache:
     """One thread's entries in the store.
@@ -410,51 +453,25 @@ class ThreadCache:
         range_key = self.keys.summary(entry.start, entry.end)
         ops: list[StoreOp] = [
             SetOp(range_key, value, self.io.ttl),
-            self._index_op(expected_raw, index),
+            self.io.index_op(self.keys.index, expected_raw, index),
         ]
         ops += [DeleteOp(self.keys.summary(start, end)) for start, end in delete]
         return value, ops
-
-    def _index_op(self, expected_raw: str | None, index: ThreadIndex) -> StoreOp:
-        """Writing the index: with compare-and-set where the store can, against
-        ``expected_raw``, so that a newer index another worker wrote is never overwritten.
-
-        With a TTL the index records when it was written (see :meth:`refresh_due`)."""
-        ttl = self.io.ttl
-        value = stamped(index, ttl).to_json()
-        if self.io.compares:
-            return CompareAndSetOp(self.keys.index, expected_raw, value, ttl)
-        return SetOp(self.keys.index, value, ttl)
 
     def refresh_due(self, index: ThreadIndex) -> bool:
         """Whether a hit on ``index`` should rewrite it (see :func:`refresh_due`)."""
         return refresh_due(index, self.io.ttl)
 
     async def refresh(self, index_raw: str | None, index: ThreadIndex) -> None:
-        """Give the index and its head range a fresh TTL: one batch where the store runs them.
-
-        The index is written against ``index_raw`` where the store compares, so a newer one is
-        never overwritten. A failure is logged: the hit it follows is served all the same.
-        """
+        """Give the index and its head range a fresh TTL (see :meth:`StoreIO.refresh`)."""
         head = index.head
-        ops = [
-            SetOp(self.keys.summary(head.start, head.end), head.to_json(), self.io.ttl),
-            self._index_op(index_raw, index),
-        ]
-        try:
-            await self.io.batch(ops)
-        except StoreError as exc:
-            logger.warning("could not refresh the TTL of thread %s: %s", self.keys.encoded, exc)
+        await self.io.refresh(
+            self.keys.summary(head.start, head.end), head, self.keys.index, index_raw, index
+        )
 
     async def write_index(self, expected_raw: str | None, index: ThreadIndex) -> bool:
-        """Write the index; with compare-and-set, only if it still holds ``expected_raw``.
-
-        Returns:
-            Whether it was written (``False``: another worker wrote it in between).
-        """
-        op = self._index_op(expected_raw, index)
-        written = await run_op(self.io, op)
-        return bool(written) if isinstance(op, CompareAndSetOp) else True
+        """Write the index (see :meth:`StoreIO.write_index`)."""
+        return await self.io.write_index(self.keys.index, expected_raw, index)
 
     async def delete_ranges(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Delete ranges that went stale; a failure only leaves garbage behind."""

@@ -41,7 +41,7 @@ from slimcache.core.summarizer import (
     call_summarizer,
     summarizer_name,
 )
-from slimcache.core.thread_cache import StoreIO, refresh_due, stamped
+from slimcache.core.thread_cache import StoreIO, refresh_due
 from slimcache.messages import CheckedMessages, Message, approx_tokens, check_messages
 from slimcache.recipes.wrap_history import WrapHistory
 from slimcache.stores.entries import SummaryEntry, ThreadIndex
@@ -170,7 +170,9 @@ class CachedSummarizer:
             self._stats.naive_input_tokens += base.covered_tokens
             self._stats.cache_hits += 1
             if index is not None and refresh_due(index, self._ttl):  # a sliding TTL
-                await self._refresh(keys, base, index_raw, index)
+                await self._io.refresh(
+                    keys.summary(base.start, base.end), base, keys.index, index_raw, index
+                )
             return base.summary
         tokens = sum(checked.tokens)
         self._stats.naive_input_tokens += tokens
@@ -341,20 +343,6 @@ class CachedSummarizer:
             await self._undo(range_key, written, exact_raw)
             raise
 
-    async def _refresh(
-        self, keys: WrappedKeys, base: SummaryEntry, index_raw: str | None, index: ThreadIndex
-    ) -> None:
-        """Give the served range and the index a fresh TTL; a failure is only logged."""
-        value = stamped(index, self._ttl).to_json()
-        try:
-            await self._io.set(keys.summary(base.start, base.end), base.to_json())
-            if self._io.compares:
-                await self._io.compare_and_set(keys.index, index_raw, value)
-            else:
-                await self._io.set(keys.index, value)
-        except StoreError as exc:
-            logger.warning("could not refresh the TTL of thread %s: %s", keys.encoded, exc)
-
     async def _undo(self, key: str, written: str, previous: str | None) -> None:
         """Put a range back as it was, unless another worker has overwritten it since."""
         try:
@@ -381,13 +369,7 @@ class CachedSummarizer:
         """Make ``entry`` the head; on compare-and-set stores, merge with concurrent writes."""
         for _ in range(_INDEX_ATTEMPTS):
             index, delete = self._next_index(keys, history, entry, stored)
-            value = stamped(index, self._ttl).to_json()
-            if self._io.compares:
-                written = await self._io.compare_and_set(keys.index, expected, value)
-            else:
-                await self._io.set(keys.index, value)
-                written = True
-            if written:
+            if await self._io.write_index(keys.index, expected, index):
                 for start, end in delete:
                     try:
                         await self._io.delete(keys.summary(start, end))
