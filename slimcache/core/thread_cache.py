@@ -330,6 +330,23 @@ class StoreIO:
         written = await run_op(self, op)
         return bool(written) if isinstance(op, CompareAndSetOp) else True
 
+    async def undo(self, key: str, written: str, previous: str | None) -> None:
+        """Put ``key`` back to ``previous`` (``None``: absent) after this process wrote
+        ``written`` there, unless another worker has overwritten it since (where the store
+        compares). A failure is logged: the write it undoes had already failed."""
+        try:
+            if self.compares:
+                if previous is None:
+                    await self.compare_and_delete(key, written)
+                else:
+                    await self.compare_and_set(key, written, previous)
+            elif previous is None:
+                await self.delete(key)
+            else:
+                await self.set(key, previous)
+        except StoreError as exc:
+            logger.error("could not restore %s after a failed write: %s", key, exc)
+
     async def refresh(
         self,
         range_key: str,
@@ -422,20 +439,8 @@ class ThreadCache:
         return index_raw, range_raw
 
     async def undo_range(self, entry: SummaryEntry, written: str, previous: str | None) -> None:
-        """Put a range back as it was, unless another worker has overwritten it since."""
-        key = self.keys.summary(entry.start, entry.end)
-        try:
-            if self.io.compares:
-                if previous is None:
-                    await self.io.compare_and_delete(key, written)
-                else:
-                    await self.io.compare_and_set(key, written, previous)
-            elif previous is None:
-                await self.io.delete(key)
-            else:
-                await self.io.set(key, previous)
-        except StoreError as exc:
-            logger.error("could not restore %s after a failed write: %s", key, exc)
+        """Put a range back as it was (see :meth:`StoreIO.undo`)."""
+        await self.io.undo(self.keys.summary(entry.start, entry.end), written, previous)
 
     def commit_ops(
         self,

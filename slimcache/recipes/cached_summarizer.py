@@ -340,23 +340,8 @@ class CachedSummarizer:
         try:
             await self._write_index(keys, history, entry, index_raw, index)
         except StoreError:
-            await self._undo(range_key, written, exact_raw)
+            await self._io.undo(range_key, written, exact_raw)
             raise
-
-    async def _undo(self, key: str, written: str, previous: str | None) -> None:
-        """Put a range back as it was, unless another worker has overwritten it since."""
-        try:
-            if self._io.compares:
-                if previous is None:
-                    await self._io.compare_and_delete(key, written)
-                else:
-                    await self._io.compare_and_set(key, written, previous)
-            elif previous is None:
-                await self._io.delete(key)
-            else:
-                await self._io.set(key, previous)
-        except StoreError as exc:
-            logger.error("could not restore %s after a failed write: %s", key, exc)
 
     async def _write_index(
         self,
