@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from slimcache.core import telemetry as _hooks
+from slimcache.core import recorder as _hooks
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Meter, MeterProvider
@@ -101,7 +101,7 @@ def _error_type(exc: BaseException) -> str:
 
 
 class _OpenTelemetryRecorder:
-    """The :class:`~slimcache.core.telemetry.Recorder` that reports to OpenTelemetry."""
+    """The :class:`~slimcache.core.recorder.Recorder` that reports to OpenTelemetry."""
 
     def __init__(self, meter: Meter, tracer: Tracer) -> None:
         from opentelemetry.trace import SpanKind

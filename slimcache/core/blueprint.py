@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from slimcache.core.chunks import InputBound
+from slimcache.core.input_bound import InputBound
 from slimcache.core.plan import Identity, Rules
 from slimcache.core.policy import Keep, Trigger
 from slimcache.core.settings import (

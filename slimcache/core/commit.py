@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 
 from slimcache._exceptions import StoreError, StoreTimeout
 from slimcache.core.lease import Lease
+from slimcache.core.lease_wait import PlannedRead
 from slimcache.core.plan import History, IndexUpdate, Rules, next_index, read_index
-from slimcache.core.thread_cache import INDEX_ATTEMPTS, ThreadCache, in_background
-from slimcache.core.turns import PlannedRead
+from slimcache.core.store_io import in_background
+from slimcache.core.thread_cache import INDEX_ATTEMPTS, ThreadCache
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
 
 __all__ = ["CatchUpCommits", "EntryMaker", "IndexWriter"]

@@ -20,6 +20,7 @@ from slimcache._exceptions import InvalidInput, StoreError, SummarizerError
 from slimcache.core.blueprint import Blueprint, blueprint
 from slimcache.core.commit import CatchUpCommits, IndexWriter
 from slimcache.core.lease import Lease
+from slimcache.core.lease_wait import PlannedRead, due_range, plan_read, take_turn
 from slimcache.core.plan import (
     ExtendCached,
     History,
@@ -28,18 +29,19 @@ from slimcache.core.plan import (
     decide,
 )
 from slimcache.core.policy import Keep, Trigger
-from slimcache.core.producing import SummaryProducer, Work
+from slimcache.core.producing import SummaryProducer
+from slimcache.core.recorder import observed
+from slimcache.core.request import Work
 from slimcache.core.results import CompressionResult, Outcome, Stats
 from slimcache.core.settings import (
     DEFAULT_SUMMARY_TEMPLATE,
     call_hook,
     check_store,
 )
+from slimcache.core.store_io import StoreIO
 from slimcache.core.strategies import Strategy, StrategyName
 from slimcache.core.summarizer import Prompts, Summarizer
-from slimcache.core.telemetry import observed
-from slimcache.core.thread_cache import StoreIO, ThreadCache
-from slimcache.core.turns import PlannedRead, due_range, plan_read, take_turn
+from slimcache.core.thread_cache import ThreadCache
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from slimcache._exceptions import StoreError
-from slimcache.core.thread_cache import StoreIO, in_background
+from slimcache.core.store_io import StoreIO, in_background
 from slimcache.stores.protocol import CompareAndDeleteOp, GetOp, SetIfAbsentOp
 
 __all__ = ["CLOCK_TOLERANCE", "WATCH_SLACK", "Lease", "lease_is_abandoned"]

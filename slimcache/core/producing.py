@@ -1,4 +1,4 @@
-"""One request's bookkeeping, and producing a range's summary for it.
+"""Producing a range's summary for a request.
 
 The strategy says how a summary is combined from an earlier one and the new messages; the
 producer makes the summarizer calls it asks for, in as many steps as the bound on one call's
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from slimcache.core import telemetry
-from slimcache.core.chunks import InputBound, Step
-from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
+from slimcache.core import recorder as reporting
+from slimcache.core.input_bound import InputBound, Step
+from slimcache.core.request import Work
+from slimcache.core.results import Stats
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
     Prompts,
@@ -25,89 +25,16 @@ from slimcache.core.summarizer import (
     input_tokens,
     keep_within_budget,
 )
-from slimcache.messages import CheckedMessages, Message, TokenCounter
+from slimcache.messages import Message, TokenCounter
 from slimcache.stores.entries import RangeRef, SummaryEntry
 
-__all__ = ["Checkpoint", "Emit", "SummaryProducer", "Work"]
+__all__ = ["Checkpoint", "Emit", "SummaryProducer"]
 
 Emit = Callable[..., Awaitable[None]]
 """Calls the named hook, if one is set, with the given arguments."""
 
 Checkpoint = Callable[[int, str], Awaitable[None]]
 """Caches a step of a catch-up: ``(end, summary)``, the summary of messages up to ``end``."""
-
-
-@dataclass
-class Work:
-    """Bookkeeping of one request while it runs."""
-
-    checked: CheckedMessages
-    thread_id: str | None
-    reason: str | None = None
-    calls: int = 0
-    input_tokens: int = 0
-    new_messages: int = 0
-    naive_tokens: int = 0
-    started: float = field(default_factory=time.perf_counter)
-
-    def as_given(self, outcome: Outcome) -> CompressionResult:
-        """The result of a request that compressed nothing: the messages as given."""
-        messages = [dict(m) for m in self.checked.messages]
-        return CompressionResult(messages, outcome, thread_id=self.thread_id)
-
-    def around(self, summary_message: dict[str, Any], end: int) -> list[dict[str, Any]]:
-        """The pinned messages, then ``summary_message`` in place of those up to ``end``."""
-        source = self.checked.messages
-        return [
-            *map(dict, source[: self.checked.pinned]),
-            summary_message,
-            *map(dict, source[end + 1 :]),
-        ]
-
-    def result(
-        self,
-        messages: list[dict[str, Any]],
-        outcome: Outcome,
-        summary: str,
-        start: int,
-        end: int,
-        *,
-        cached: bool,
-    ) -> CompressionResult:
-        """The result of a request whose summary covers ``start`` to ``end``."""
-        return CompressionResult(
-            messages=messages,
-            outcome=outcome,
-            summary=summary,
-            summary_range=(start, end),
-            summarizer_calls=self.calls,
-            cached=cached,
-            thread_id=self.thread_id,
-            input_tokens=self.input_tokens,
-            naive_tokens=self.naive_tokens,
-        )
-
-    def convo_compress_args(self, event: CompressEvent, summary: str) -> tuple[Any, ...]:
-        """``on_compress``'s arguments in convo-compress's shape: ``(messages, summary, ms)``,
-        the messages being those folded in by this request."""
-        end = event.end
-        folded = [dict(m) for m in self.checked.messages[end + 1 - event.new_messages : end + 1]]
-        return folded, summary, event.elapsed * 1000
-
-    def event(self, outcome: Outcome, start: int, end: int, summary_tokens: int) -> CompressEvent:
-        """The event a hook is given for this request, now that it has its summary."""
-        return CompressEvent(
-            thread_id=self.thread_id,
-            outcome=outcome,
-            start=start,
-            end=end,
-            new_messages=self.new_messages,
-            summarizer_calls=self.calls,
-            input_tokens=self.input_tokens,
-            summary_tokens=summary_tokens,
-            elapsed=time.perf_counter() - self.started,
-            reason=self.reason,
-        )
 
 
 @dataclass(frozen=True)
@@ -150,7 +77,7 @@ class SummaryProducer:
         """Fold the messages after ``base`` up to ``target.end`` into it (or summarize them).
 
         In one step when they fit ``bound``, else in consecutive steps (see
-        :mod:`slimcache.core.chunks`), each step but the last handed to ``checkpoint``.
+        :mod:`slimcache.core.input_bound`), each step but the last handed to ``checkpoint``.
         """
         previous = base.summary if base is not None else None
         first = base.end + 1 if base is not None else target.start
@@ -239,8 +166,8 @@ class SummaryProducer:
         call: Awaitable[str] = call_summarizer(
             self.summarizer, messages, context, timeout=self.timeout
         )
-        if telemetry.recorder is not None:  # process-wide metrics and a span, when turned on
-            call = telemetry.recorder.summarize(work.thread_id, task, sent, call, self.count)
+        if reporting.recorder is not None:  # process-wide metrics and a span, when turned on
+            call = reporting.recorder.summarize(work.thread_id, task, sent, call, self.count)
         try:
             summary = await call
         finally:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Union
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.core.chunks import InputBound
+from slimcache.core.input_bound import InputBound
 from slimcache.core.policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
 from slimcache.core.setting_checks import (
     check_callables,

@@ -33,6 +33,7 @@ from slimcache.core.settings import (
     Timeouts,
     check_store,
 )
+from slimcache.core.store_io import StoreIO, refresh_due
 from slimcache.core.summarizer import (
     Summarizer,
     SummaryContext,
@@ -41,9 +42,8 @@ from slimcache.core.summarizer import (
     call_summarizer,
     summarizer_name,
 )
-from slimcache.core.thread_cache import StoreIO, refresh_due
 from slimcache.messages import CheckedMessages, Message, approx_tokens, check_messages
-from slimcache.recipes.wrap_history import WrapHistory
+from slimcache.recipes.summarizer_ranges import WrapHistory
 from slimcache.stores.entries import SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys, WrappedKeys
 from slimcache.stores.memory import MemoryStore

@@ -38,7 +38,7 @@ from slimcache.core.settings import (
     check_template,
     check_token_counter,
 )
-from slimcache.core.thread_cache import StoreIO
+from slimcache.core.store_io import StoreIO
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     NON_TEXT_PART_TOKENS,

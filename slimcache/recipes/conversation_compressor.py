@@ -55,7 +55,7 @@ from slimcache.messages import (
     check_messages,
     count_message_tokens,
 )
-from slimcache.recipes.conversation_state import (
+from slimcache.recipes.compressor_snapshot import (
     COUNTERS,
     STATE_FORMAT,
     STATE_VERSION,

@@ -16,10 +16,10 @@ from slimcache._exceptions import ConfigurationError
 from slimcache.core.plan import History
 from slimcache.core.results import Stats
 from slimcache.core.settings import fingerprints_by_id
-from slimcache.core.thread_cache import StoreIO
+from slimcache.core.store_io import StoreIO
 from slimcache.messages import Message, check_messages
+from slimcache.recipes.summarizer_ranges import WrapHistory
 from slimcache.recipes.window_memory import ConversationWindowMemory
-from slimcache.recipes.wrap_history import WrapHistory
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from slimcache._exceptions import StoreError
-from slimcache.core.thread_cache import StoreIO
+from slimcache.core.store_io import StoreIO
 from slimcache.recipes.window_history import HistoryHead, parse_chunk
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import DeleteOp, SetOp

@@ -26,7 +26,7 @@ from slimcache import (
     SummarizerError,
     SummaryContext,
 )
-from slimcache.core.chunks import CUT_MARKER
+from slimcache.core.input_bound import CUT_MARKER
 from slimcache.llm import OpenAISummarizer
 from slimcache.messages import approx_tokens, check_messages, count_message_tokens
 from slimcache.stores import SummaryEntry, SupportsBatch, ThreadIndex, ThreadKeys

@@ -12,7 +12,7 @@ import pytest
 from slimcache import KeepMessages, MemoryStore, MessageThreshold, StoreError, SummarizeCompressor
 from slimcache.core.lease import CLOCK_TOLERANCE, WATCH_SLACK, Lease, lease_is_abandoned
 from slimcache.core.results import Stats
-from slimcache.core.thread_cache import StoreIO
+from slimcache.core.store_io import StoreIO
 from slimcache.stores import ThreadKeys
 from slimcache.stores.protocol import StoreOp
 from tests.fakes import RecordingSummarizer, chat

@@ -25,7 +25,7 @@ import pytest_asyncio
 from slimcache import CompressionResult, MemoryStore, Store, SummarizeCompressor, open_store
 from slimcache.core.lease import WATCH_SLACK, Lease
 from slimcache.core.results import Stats
-from slimcache.core.thread_cache import StoreIO
+from slimcache.core.store_io import StoreIO
 from slimcache.stores import SupportsClose, ThreadKeys
 from slimcache.testing import StoreFactory
 from tests.fakes import RecordingSummarizer

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from slimcache.core import telemetry
+from slimcache.core import recorder as reporting
 from slimcache.core.lease import Lease
 from slimcache.core.plan import (
     Decision,
@@ -103,8 +103,8 @@ async def take_turn(
     if read is not None:
         return plan, (read[0], read[1])
     stats.lease_waits += 1
-    if telemetry.recorder is not None:
-        telemetry.recorder.lease_waited()
+    if reporting.recorder is not None:
+        reporting.recorder.lease_waited()
     deadline = time.monotonic() + lock_wait
     delay = 0.02
     while (remaining := deadline - time.monotonic()) > 0:

@@ -24,7 +24,7 @@ from slimcache import (
     StoreTimeout,
     SummarizeCompressor,
 )
-from slimcache.core.thread_cache import StoreIO, bounds_itself
+from slimcache.core.store_io import StoreIO, bounds_itself
 from slimcache.stores import SupportsCallTimeout
 from slimcache.stores.protocol import call_bound
 from slimcache.stores.toolkit import translate_errors

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimcache import Concat, Extend
-from slimcache.core.chunks import CUT_MARKER, InputBound, cut_message, cut_text
+from slimcache.core.input_bound import CUT_MARKER, InputBound, cut_message, cut_text
 from slimcache.core.strategies import Custom, Hybrid, Replace, sends_previous
 from slimcache.messages import approx_tokens, check_messages, count_message_tokens
 
