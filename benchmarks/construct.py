@@ -6,7 +6,7 @@ and, for comparison, with every setting changed on each build (nothing to reuse)
 
 Usage::
 
-    uv run python benchmarks/construct.py [--repeat 5] [--number 20000]
+    uv run python benchmarks/construct.py [--repeat 5] [--number 20000] [--only same|new]
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--number", type=int, default=20000)
+    parser.add_argument(
+        "--only", choices=("same", "new"), help="time one case only (for timing whole runs)"
+    )
     args = parser.parse_args()
     store = MemoryStore()
 
@@ -55,10 +58,13 @@ def main() -> None:
             ttl=3600,
         )
 
-    for name, function, number in (
-        ("same arguments", same, args.number),
-        ("new arguments each time", changing, max(args.number // 20, 1)),
-    ):
+    cases = (
+        ("same", "same arguments", same, args.number),
+        ("new", "new arguments each time", changing, max(args.number // 20, 1)),
+    )
+    for case, name, function, number in cases:
+        if args.only not in (None, case):
+            continue
         runs = timeit.repeat(function, repeat=args.repeat, number=number)
         per_call = sorted(run / number * 1e6 for run in runs)
         print(

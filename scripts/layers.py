@@ -42,8 +42,9 @@ class Layer:
 LAYERS: tuple[Layer, ...] = (
     Layer(
         "base",
-        "the exception types; the helper that gives public names their public module",
-        ("slimcache._exceptions", "slimcache._public"),
+        "the exception types; the helper that gives public names their public module; the "
+        "list of what the process remembers",
+        ("slimcache._exceptions", "slimcache._public", "slimcache._process"),
     ),
     Layer(
         "foundations",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from slimcache.testing import StoreFactory
+from slimcache.testing import StoreFactory, clear_process_caches
 from tests.servers.llm_server import llm_server  # noqa: F401
 from tests.servers.memory import memory_store_factory  # noqa: F401
 from tests.servers.postgres_server import postgres_server, postgres_store_factory  # noqa: F401
@@ -50,3 +50,9 @@ def store_factory(request: pytest.FixtureRequest) -> StoreFactory:
     """Resolve ``<name>_store_factory`` for the current parameter."""
     factory: StoreFactory = request.getfixturevalue(f"{request.param}_store_factory")
     return factory
+
+
+@pytest.fixture(autouse=True)
+def nothing_remembered() -> None:
+    """Every test starts from a process that remembers nothing of the tests before it."""
+    clear_process_caches()

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
+import inspect
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from slimcache._exceptions import InvalidInput, StoreError, SummarizerError
-from slimcache.core.blueprint import Blueprint, blueprint
-from slimcache.core.commit import CatchUpCommits, IndexWriter
+from slimcache.core.commit import CatchUpCommits
 from slimcache.core.lease import Lease
 from slimcache.core.lease_wait import PlannedRead, due_range, plan_read, take_turn
 from slimcache.core.plan import (
@@ -28,41 +29,37 @@ from slimcache.core.plan import (
     SummarizeAnew,
     decide,
 )
-from slimcache.core.policy import Keep, Trigger
-from slimcache.core.producing import SummaryProducer
 from slimcache.core.recorder import observed
 from slimcache.core.request import Work
 from slimcache.core.results import CompressionResult, Outcome, Stats
-from slimcache.core.settings import (
-    DEFAULT_SUMMARY_TEMPLATE,
-    call_hook,
-    check_store,
+from slimcache.core.settings.checks import check_store
+from slimcache.core.settings.compressor import (
+    CompressorOptions,
+    CompressorSettings,
+    checked_settings,
 )
+from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.store_io import StoreIO
-from slimcache.core.strategies import Strategy, StrategyName
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import Summarizer
 from slimcache.core.thread_cache import ThreadCache
 from slimcache.messages import (
-    DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
     Conversation,
     Message,
     MessageT,
-    TokenCounter,
-    approx_tokens,
     check_messages,
 )
 from slimcache.stores.entries import SummaryEntry
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["DEFAULT_SUMMARY_TEMPLATE", "SummarizeCompressor"]
 
 logger = logging.getLogger("slimcache")
-
-Hook = Any
 
 
 class SummarizeCompressor:
@@ -74,7 +71,7 @@ class SummarizeCompressor:
     (3) otherwise summarizes from scratch. All state lives in the store, so any number of
     stateless servers sharing a store behave as one. Building one per request costs little:
     the arguments are checked, and what follows from them derived, once for each set of
-    arguments a process uses (see :mod:`slimcache.core.blueprint`).
+    arguments a process uses (see :mod:`slimcache.core.settings.compressor`).
 
     Args:
         summarizer: ``(messages, context) -> str``, async or sync; see :class:`SummaryContext`.
@@ -156,99 +153,19 @@ class SummarizeCompressor:
         self,
         summarizer: Summarizer,
         store: Store | None = None,
-        *,
-        trigger: Trigger | None = None,
-        keep: Keep | None = None,
-        strategy: Strategy | StrategyName = "extend",
-        max_summary_tokens: int = 1000,
-        max_input_tokens: int | Literal["auto"] | None = "auto",
-        prompts: Prompts | None = None,
-        token_counter: TokenCounter = approx_tokens,
-        message_overhead: int = DEFAULT_MESSAGE_OVERHEAD,
-        summary_role: str = "system",
-        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
-        namespace: str = "",
-        ttl: float | None = None,
-        checkpoints: int = 64,
-        summarizer_timeout: float | None = None,
-        on_summarizer_error: Literal["raise", "uncompressed"] = "raise",
-        on_store_error: Literal["raise", "bypass"] = "raise",
-        summarizer_id: str | None = None,
-        reuse_entries: Literal["matching", "any"] = "matching",
-        lock_wait: float = 30.0,
-        lease_ttl: float = 10.0,
-        single_writer: bool = False,
-        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
-        fingerprint: Literal["content", "id"] = "content",
-        on_evict: Hook | None = None,
-        on_compress: Hook | None = None,
-        on_cache_hit: Hook | None = None,
-        on_error: Hook | None = None,
+        **settings: Unpack[CompressorOptions],
     ) -> None:
-        # Checked and derived once per set of arguments, for a compressor built per request.
-        made = blueprint(
-            (
-                summarizer,
-                trigger,
-                keep,
-                strategy,
-                max_summary_tokens,
-                max_input_tokens,
-                prompts,
-                token_counter,
-                message_overhead,
-                summary_role,
-                summary_template,
-                namespace,
-                ttl,
-                checkpoints,
-                summarizer_timeout,
-                on_summarizer_error,
-                on_store_error,
-                summarizer_id,
-                reuse_entries,
-                lock_wait,
-                lease_ttl,
-                single_writer,
-                store_timeout,
-                fingerprint,
-                on_evict,
-                on_compress,
-                on_cache_hit,
-                on_error,
-            )
-        )
+        # Checked and derived once per distinct set (see slimcache.core.settings.compressor).
+        self._derived = checked_settings.derived(summarizer, settings)
+        self._settings = self._derived.settings
         check_store(store)
-        self._adopt(made)
-        self._summarizer = summarizer
         self._store: Store = store if store is not None else MemoryStore()
         self._stats = Stats()
-        self._io = StoreIO(self._store, self._stats, timeout=made.store_timeout, ttl=self._ttl)
+        self._io = StoreIO(
+            self._store, self._stats, timeout=self._settings.store_timeout, ttl=self._settings.ttl
+        )
 
     # ------------------------------------------------------------------ public API
-
-    def _adopt(self, made: Blueprint) -> None:
-        """Take the settings from their blueprint (read on every request, so kept at hand)."""
-        self._blueprint = made
-        self._keep, self._strategy = made.keep, made.strategy
-        self._max_summary_tokens = made.max_summary_tokens
-        self._prompts = made.prompts
-        self._count = made.count
-        self._overhead = made.overhead
-        self._bound = made.bound
-        self._namespace = made.namespace
-        self._ttl = made.ttl
-        self._checkpoints = made.checkpoints
-        self._timeout = made.summarizer_timeout
-        self._on_summarizer_error = made.on_summarizer_error
-        self._on_store_error = made.on_store_error
-        self._summarizer_id = made.summarizer_id
-        self._lock_wait = made.lock_wait
-        self._lease_ttl = made.lease_ttl
-        self._single_writer = made.single_writer
-        self._by_id = made.by_id
-        self._rules = made.rules
-        self._hooks = made.hooks
 
     @property
     def store(self) -> Store:
@@ -333,25 +250,27 @@ class SummarizeCompressor:
                 )
             thread_id = messages.thread_id
             messages = messages.messages
-        checked = check_messages(messages, self._count, self._overhead)
-        keys = ThreadKeys(thread_id, self._namespace) if thread_id is not None else None
+        checked = check_messages(messages, self._derived.count, self._settings.message_overhead)
+        keys = ThreadKeys(thread_id, self._settings.namespace) if thread_id is not None else None
         self._stats.requests += 1
-        work = Work(checked, None if thread_id is None else str(thread_id))
+        work = Work(checked, None if thread_id is None else str(thread_id), self._stats)
         try:
             if keys is None:
                 return await self._compress_uncached(work, force)
             try:
                 return await self._compress_cached(work, keys, force)
             except StoreError as exc:
-                await self._emit("on_error", exc, [dict(m) for m in checked.messages])
-                if self._on_store_error == "raise":
+                await self._derived.emit("on_error", exc, [dict(m) for m in checked.messages])
+                if self._settings.on_store_error == "raise":
                     raise
                 logger.warning("store failed, compressing without the cache: %s", exc)
-                return await self._compress_uncached(Work(checked, work.thread_id), force)
+                return await self._compress_uncached(
+                    Work(checked, work.thread_id, self._stats), force
+                )
         except SummarizerError as exc:
             self._stats.summarizer_errors += 1
-            await self._emit("on_error", exc, [dict(m) for m in checked.messages])
-            if self._on_summarizer_error == "raise":
+            await self._derived.emit("on_error", exc, [dict(m) for m in checked.messages])
+            if self._settings.on_summarizer_error == "raise":
                 raise
             logger.warning("summarizer failed, returning the messages uncompressed: %s", exc)
             return work.as_given("passthrough")
@@ -359,19 +278,21 @@ class SummarizeCompressor:
     # ------------------------------------------------------------------ the two paths
 
     async def _compress_uncached(self, work: Work, force: bool) -> CompressionResult:
-        decision = decide(History(work.checked, by_id=self._by_id), None, self._rules, force=force)
+        decision = decide(
+            History(work.checked, by_id=self._derived.by_id), None, self._derived.rules, force=force
+        )
         if not isinstance(decision, SummarizeAnew):
             return work.as_given("unchanged")
         target = decision.target
         work.reason = decision.reason
-        summary = await self._producer().produce(work, None, target)
+        summary = await self._derived.producer.produce(work, None, target)
         self._stats.uncached += 1
         return await self._made(work, summary, target.start, target.end, "uncached", cached=False)
 
     async def _compress_cached(
         self, work: Work, keys: ThreadKeys, force: bool
     ) -> CompressionResult:
-        history = History(work.checked, by_id=self._by_id)
+        history = History(work.checked, by_id=self._derived.by_id)
         if history.total == history.pinned:
             return work.as_given("unchanged")
         cache = ThreadCache(self._io, keys)
@@ -380,18 +301,18 @@ class SummarizeCompressor:
         if target is None:
             return await self._settle(work, cache, history, plan)
 
-        if self._single_writer:
+        if self._settings.single_writer:
             # Nobody else writes this thread: no lease, and nothing to read again.
             assert isinstance(plan.decision, (ExtendCached, SummarizeAnew))
             return await self._summarize(work, cache, history, plan, plan.decision, None, None)
         lease: Lease | None = None
         timeouts = self._io.timeouts
         reread: tuple[str | None, str | None] | None = None
-        if self._lock_wait > 0 and self._io.atomic:
-            lease = Lease(self._io, keys.lease, self._lease_ttl)
+        if self._settings.lock_wait > 0 and self._io.atomic:
+            lease = Lease(self._io, keys.lease, self._settings.lease_ttl)
             replan = functools.partial(self._plan, cache, history, force=force)
             plan, reread = await take_turn(
-                cache, plan, lease, target, replan, self._lock_wait, self._stats
+                cache, plan, lease, target, replan, self._settings.lock_wait, self._stats
             )
         try:
             previous_raw: str | None = None
@@ -406,9 +327,9 @@ class SummarizeCompressor:
                 existing = cache.parse_range(previous_raw, due.start, due.end)
                 if due_range(plan.decision) != due:
                     previous_raw = None
-                elif self._rules.serves(existing, due):
+                elif self._derived.rules.serves(existing, due):
                     assert existing is not None
-                    await self._writer().repair_index(cache, history, plan, existing)
+                    await self._derived.writer.repair_index(cache, history, plan, existing)
                     return await self._hit(work, existing)
             decision = plan.decision
             if not isinstance(decision, (ExtendCached, SummarizeAnew)):
@@ -435,16 +356,16 @@ class SummarizeCompressor:
         target = decision.target
         work.reason = decision.reason
         with_lease = lease.kept() if lease is not None else contextlib.nullcontext()
-        producer = self._producer()
+        producer = self._derived.producer
         # A catch-up in several steps caches each on its way, still under the lease.
         steps = CatchUpCommits(
-            self._writer(),
+            self._derived.writer,
             cache,
             history,
             plan,
             start=target.start,
             entry=producer.entry,
-            bypass=self._on_store_error == "bypass",
+            bypass=self._settings.on_store_error == "bypass",
         )
         async with with_lease:
             summary = await producer.produce(work, base, target, steps)
@@ -468,7 +389,7 @@ class SummarizeCompressor:
         entry = decision.entry
         index = plan.view.index
         if (index is None or entry is not index.head) and not plan.view.head_beyond:
-            await self._writer().repair_index(cache, history, plan, entry)
+            await self._derived.writer.repair_index(cache, history, plan, entry)
         elif index is not None and cache.refresh_due(index):  # a sliding TTL
             await cache.refresh(plan.index_raw, index)
         return await self._hit(work, entry)
@@ -485,16 +406,13 @@ class SummarizeCompressor:
         first: bool = False,
     ) -> PlannedRead:
         """Run the planner on one read of the index; the first read counts an invalidation."""
-        plan = await plan_read(cache, history, index_raw, self._rules, force=force)
+        plan = await plan_read(cache, history, index_raw, self._derived.rules, force=force)
         if first and plan.view.invalidated:
             self._stats.invalidations += 1
             logger.info("thread %s: cached ranges no longer match the history", cache.keys.encoded)
         return plan
 
     # ------------------------------------------------------------------ writing
-
-    def _writer(self) -> IndexWriter:
-        return IndexWriter(self._rules, self._checkpoints)
 
     async def _commit(
         self,
@@ -510,30 +428,13 @@ class SummarizeCompressor:
         ``False`` only under ``on_store_error="bypass"``, when the store failed.
         """
         try:
-            await self._writer().commit(cache, history, plan, entry, previous_raw, lease)
+            await self._derived.writer.commit(cache, history, plan, entry, previous_raw, lease)
         except StoreError as exc:
-            if self._on_store_error == "raise":
+            if self._settings.on_store_error == "raise":
                 raise
             logger.warning("store failed, serving the summary uncached: %s", exc)
             return False
         return True
-
-    # ------------------------------------------------------------------ summarizing
-
-    def _producer(self) -> SummaryProducer:
-        return SummaryProducer(
-            summarizer=self._summarizer,
-            summarizer_id=self._summarizer_id,
-            strategy=self._strategy,
-            prompts=self._prompts,
-            max_tokens=self._max_summary_tokens,
-            count=self._count,
-            overhead=self._overhead,
-            timeout=self._timeout,
-            stats=self._stats,
-            emit=self._emit,
-            bound=self._bound,
-        )
 
     # ------------------------------------------------------------------ results
 
@@ -541,11 +442,11 @@ class SummarizeCompressor:
         self._stats.cache_hits += 1
         # The covered messages are the ones the entry was made from (their fingerprint matched),
         # so their tokens are the ones it recorded: a hit counts none of them again.
-        work.naive_tokens = self._blueprint.prompt_tokens + entry.covered_tokens
+        work.naive_tokens = self._derived.prompt_tokens + entry.covered_tokens
         return await self._made(work, entry.summary, entry.start, entry.end, "hit", cached=True)
 
     def _naive_tokens(self, checked: CheckedMessages, start: int, end: int) -> int:
-        return self._blueprint.prompt_tokens + sum(checked.tokens[start : end + 1])
+        return self._derived.prompt_tokens + sum(checked.tokens[start : end + 1])
 
     async def _made(
         self,
@@ -560,15 +461,33 @@ class SummarizeCompressor:
         if outcome != "hit":
             work.naive_tokens = self._naive_tokens(work.checked, start, end)
         self._stats.naive_input_tokens += work.naive_tokens
-        messages = work.around(self._blueprint.summary_message(summary, start, end), end)
+        messages = work.around(self._derived.summary_message(summary, start, end), end)
         hook = "on_cache_hit" if outcome == "hit" else "on_compress"
-        if self._hooks[hook] is not None:  # the event is built only for a hook that takes it
-            event = work.event(outcome, start, end, self._count(summary))
-            legacy = hook == "on_compress" and self._blueprint.legacy_on_compress
-            await self._emit(
+        if (
+            self._derived.hooks[hook] is not None
+        ):  # the event is built only for a hook that takes it
+            event = work.event(outcome, start, end, self._derived.count(summary))
+            legacy = hook == "on_compress" and self._derived.legacy_on_compress
+            await self._derived.emit(
                 hook, *(work.convo_compress_args(event, summary) if legacy else (event,))
             )
         return work.result(messages, outcome, summary, start, end, cached=cached)
 
-    async def _emit(self, name: str, *args: Any) -> None:
-        await call_hook(name, self._hooks[name], *args)
+
+def _signature() -> inspect.Signature:
+    """The compressor's signature as :func:`inspect.signature` and ``help()`` show it: every
+    setting a keyword with its default, as :class:`CompressorSettings` declares them."""
+    kind = inspect.Parameter
+    parameters = [
+        kind("summarizer", kind.POSITIONAL_OR_KEYWORD, annotation="Summarizer"),
+        kind("store", kind.POSITIONAL_OR_KEYWORD, default=None, annotation="Store | None"),
+    ]
+    parameters += [
+        kind(setting.name, kind.KEYWORD_ONLY, default=setting.default, annotation=setting.type)
+        for setting in dataclasses.fields(CompressorSettings)
+        if setting.name != "summarizer"
+    ]
+    return inspect.Signature(parameters, return_annotation="None")
+
+
+SummarizeCompressor.__signature__ = _signature()  # type: ignore[attr-defined]

@@ -20,6 +20,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from slimcache._process import register
+
 __all__ = ["MAX_CHARS", "MAX_ENTRIES", "HashedRanges", "hashed"]
 
 # Characters of payload text kept at most (about 16 MB of ASCII text), and entries at most. One
@@ -60,6 +62,12 @@ class HashedRanges:
     def chars(self) -> int:
         """Characters of payload text kept now."""
         return self._chars
+
+    def clear(self) -> None:
+        """Forget every fingerprint's inputs."""
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
 
     def limit(self, *, max_chars: int, max_entries: int) -> None:
         """Change the bounds, dropping the least recently used entries beyond them at once."""
@@ -105,5 +113,7 @@ class HashedRanges:
         return inputs.payloads == (covered if type(covered) is list else list(covered))
 
 
-hashed = HashedRanges()
+hashed = register(
+    __name__, "hashed ranges", "what was hashed into recent fingerprints", HashedRanges()
+)
 """The process-wide table the planner checks and fills."""

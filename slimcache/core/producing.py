@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from slimcache.core import recorder as reporting
 from slimcache.core.input_bound import InputBound, Step
 from slimcache.core.request import Work
-from slimcache.core.results import Stats
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
     Prompts,
@@ -50,7 +49,6 @@ class SummaryProducer:
         count: The token counter.
         overhead: Tokens added per message.
         timeout: Seconds a summarizer call may take (``None``: unbounded).
-        stats: The counters to add to.
         emit: Calls a hook by name.
         bound: What one summarizer call may receive.
     """
@@ -63,7 +61,6 @@ class SummaryProducer:
     count: TokenCounter
     overhead: int
     timeout: float | None
-    stats: Stats
     emit: Emit
     bound: InputBound
 
@@ -86,7 +83,7 @@ class SummaryProducer:
             previous = await self.fold(work, step, target.start)
             if step.end >= target.end:
                 return previous
-            self.stats.catch_up_steps += 1
+            work.stats.catch_up_steps += 1
             if checkpoint is not None:
                 await checkpoint(step.end, previous)
             first = step.end + 1
@@ -119,7 +116,7 @@ class SummaryProducer:
             summary, condensed = await keep_within_budget(
                 summary, self.max_tokens, self.count, condense
             )
-            self.stats.condensed_over_budget += condensed
+            work.stats.condensed_over_budget += condensed
             return summary
 
         summary = await self.strategy.combine(
@@ -131,8 +128,8 @@ class SummaryProducer:
         )
         new = work.checked.messages[step.first : step.end + 1]
         work.new_messages += len(new)
-        self.stats.evicted_messages += len(new)
-        self.stats.cut_messages += step.cut
+        work.stats.evicted_messages += len(new)
+        work.stats.cut_messages += step.cut
         await self.emit("on_evict", [dict(m) for m in new], work.reason or "forced")
         return summary
 
@@ -159,8 +156,8 @@ class SummaryProducer:
             end=end if messages or task == "condense" else start - 1,
         )
         sent = input_tokens(prompt, messages, previous, self.count, self.overhead)
-        self.stats.summarizer_calls += 1
-        self.stats.summarizer_input_tokens += sent
+        work.stats.summarizer_calls += 1
+        work.stats.summarizer_input_tokens += sent
         work.calls += 1
         work.input_tokens += sent
         call: Awaitable[str] = call_summarizer(
@@ -172,8 +169,8 @@ class SummaryProducer:
             summary = await call
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
-            self.stats.add_report(context.report)
-        self.stats.summarizer_output_tokens += self.count(summary)
+            work.stats.add_report(context.report)
+        work.stats.summarizer_output_tokens += self.count(summary)
         return summary
 
     def entry(self, thread: str, target: RangeRef, summary: str, covered: int) -> SummaryEntry:

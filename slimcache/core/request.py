@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from slimcache.core.results import CompressEvent, CompressionResult, Outcome
+from slimcache.core.results import CompressEvent, CompressionResult, Outcome, Stats
 from slimcache.messages import CheckedMessages
 
 __all__ = ["Work"]
@@ -19,10 +19,23 @@ __all__ = ["Work"]
 
 @dataclass
 class Work:
-    """Bookkeeping of one request while it runs."""
+    """Bookkeeping of one request while it runs.
+
+    Attributes:
+        checked: The request's messages, checked.
+        thread_id: The thread (``None``: not cached).
+        stats: The counters of the compressor serving it.
+        reason: Why it compresses, once the planner said so.
+        calls: Summarizer calls it made.
+        input_tokens: Tokens those calls were sent.
+        new_messages: Messages it folded into a summary.
+        naive_tokens: Tokens a naive re-summarization would have sent.
+        started: When it started (``time.perf_counter()``).
+    """
 
     checked: CheckedMessages
     thread_id: str | None
+    stats: Stats
     reason: str | None = None
     calls: int = 0
     input_tokens: int = 0

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
 from slimcache._exceptions import ConfigurationError, StoreError, StoreTimeout
+from slimcache._process import register
 from slimcache.core import recorder as reporting
 from slimcache.core.results import Stats
 from slimcache.stores.entries import SummaryEntry, ThreadIndex
@@ -34,8 +35,8 @@ from slimcache.stores.protocol import (
     SupportsCompareAndSet,
     SupportsGetMany,
     SupportsSetIfAbsent,
+    abilities,
     call_bound,
-    conforms,
 )
 from slimcache.stores.toolkit import run_bounded, run_op
 
@@ -60,7 +61,9 @@ forgotten past this."""
 
 # Per store: (thread key prefix, start, end, fingerprint) -> an entry read from it.
 _KnownEntries = dict[tuple[str, int, int, str], SummaryEntry]
-_KNOWN: weakref.WeakKeyDictionary[Any, _KnownEntries] = weakref.WeakKeyDictionary()
+_KNOWN: weakref.WeakKeyDictionary[Any, _KnownEntries] = register(
+    __name__, "known entries", "the entries read per store", weakref.WeakKeyDictionary()
+)
 
 
 def known_entries(store: object) -> _KnownEntries | None:
@@ -87,7 +90,9 @@ def in_background(coro: Coroutine[Any, Any, None]) -> None:
 
 
 # Whether a store type's method takes ``ttl=``, found once per type and method.
-_TAKES_TTL: dict[tuple[type, str], bool] = {}
+_TAKES_TTL: dict[tuple[type, str], bool] = register(
+    __name__, "ttl keywords", "whether a store type's method takes ttl", {}
+)
 
 
 def takes_ttl(store: object, method: str) -> bool:
@@ -169,14 +174,15 @@ class StoreIO:
         self.timeouts = 0  # calls that ran out of time, so far
         # The bound this object enforces itself: none when the store's own is enough.
         self._bound = None if bounds_itself(store, timeout) else timeout
-        # The store's abilities, looked up once per type of store (see conforms).
-        self.atomic = conforms(store, SupportsSetIfAbsent)
+        # The store's abilities, looked up once per type of store (see abilities).
+        can = abilities(store)
+        self.atomic = can.set_if_absent
         """Whether the store has an atomic ``set_if_absent``."""
-        self.batches = conforms(store, SupportsBatch)
+        self.batches = can.batch
         """Whether the store runs several operations in one round trip (``batch``)."""
-        self.compares = conforms(store, SupportsCompareAndSet)
+        self.compares = can.compare_and_set
         """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
-        self._reads_many = conforms(store, SupportsGetMany)
+        self._reads_many = can.get_many
         # Entries expire with a TTL: none is then served from this process's memory.
         self.known = known_entries(store) if ttl is None else None
 

@@ -22,7 +22,8 @@ from langgraph.constants import TAG_NOSTREAM
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.results import CompressionResult, Stats
-from slimcache.core.settings import DEFAULT_SUMMARY_TEMPLATE, check_store, check_summarizer
+from slimcache.core.settings.checks import check_store, check_summarizer
+from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.summarizer import Prompts, Summarizer
 from slimcache.langchain._convert import from_langchain
 from slimcache.langchain._sizes import (

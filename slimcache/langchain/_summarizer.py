@@ -216,7 +216,8 @@ def as_langchain_summarizer(
     require_langchain()
     from langchain_core.runnables import RunnableLambda
 
-    from slimcache.core.settings import SummaryFormat, check_summarizer
+    from slimcache.core.settings.checks import check_summarizer
+    from slimcache.core.settings.groups import SummaryFormat
 
     if not isinstance(summarizer, CachedSummarizer):
         check_summarizer(summarizer)  # (messages, context); a plain function goes cached

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import overload
 
+from slimcache._process import register
 from slimcache.messages.types import Message, TokenCounter
 
 __all__ = [
@@ -42,6 +43,15 @@ def _approx_of_length(length: int) -> int:
 def _approx_table(overhead: int) -> list[int]:
     # A list, not a tuple: list.__getitem__ is the faster of the two to map over. Never mutated.
     return [overhead + _approx_of_length(length) for length in range(_APPROX_TABLE_SIZE)]
+
+
+register(
+    __name__,
+    "approximate counts",
+    "the default counter's tables, per message overhead",
+    _approx_table,
+    clear=_approx_table.cache_clear,
+)
 
 
 def approx_counts(contents: Sequence[str], overhead: int) -> list[int]:

@@ -26,12 +26,12 @@ from typing import Any, Literal, Union
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
 from slimcache.core.plan import listed_with
 from slimcache.core.results import Stats
-from slimcache.core.settings import (
+from slimcache.core.settings.checks import check_store
+from slimcache.core.settings.groups import (
     DEFAULT_SUMMARY_TEMPLATE,
     CacheOptions,
     ErrorHandling,
     Timeouts,
-    check_store,
 )
 from slimcache.core.store_io import StoreIO, refresh_due
 from slimcache.core.summarizer import (

@@ -30,14 +30,14 @@ from typing import Any, Literal
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
 from slimcache.core.results import Stats
-from slimcache.core.settings import (
-    Timeouts,
+from slimcache.core.settings.checks import (
     check_choice,
     check_message_overhead,
     check_store,
     check_template,
     check_token_counter,
 )
+from slimcache.core.settings.groups import Timeouts
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,

@@ -26,13 +26,13 @@ from slimcache.core.policy import (
     is_settled,
 )
 from slimcache.core.results import CompressEvent
-from slimcache.core.settings import (
+from slimcache.core.settings.checks import check_summarizer
+from slimcache.core.settings.groups import (
     DEFAULT_SUMMARY_TEMPLATE,
     Hooks,
     SummaryFormat,
     Timeouts,
     call_hook,
-    check_summarizer,
     resolve_policies,
     takes_messages_summary_ms,
 )

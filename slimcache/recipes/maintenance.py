@@ -15,7 +15,7 @@ from typing import Literal
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.plan import History
 from slimcache.core.results import Stats
-from slimcache.core.settings import fingerprints_by_id
+from slimcache.core.settings.checks import fingerprints_by_id
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import Message, check_messages
 from slimcache.recipes.summarizer_ranges import WrapHistory

@@ -23,15 +23,14 @@ from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import KeepMessages, MessageThreshold, WindowState
 from slimcache.core.results import CompressionResult
-from slimcache.core.settings import (
+from slimcache.core.settings.checks import check_store, check_summarizer
+from slimcache.core.settings.groups import (
     DEFAULT_SUMMARY_TEMPLATE,
     CacheOptions,
     Hooks,
     SummaryFormat,
     Timeouts,
     call_hook,
-    check_store,
-    check_summarizer,
 )
 from slimcache.core.strategies import Extend
 from slimcache.core.summarizer import (

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from slimcache._exceptions import InvalidInput
-from slimcache.core.settings import check_flag, check_message_overhead, check_token_counter
+from slimcache.core.settings.checks import check_flag, check_message_overhead, check_token_counter
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,

@@ -57,7 +57,8 @@ from typing import Any
 
 from slimcache._exceptions import InvalidInput, StoreError
 from slimcache.core.results import Stats
-from slimcache.core.settings import CacheOptions, Timeouts, check_store, check_token_counter
+from slimcache.core.settings.checks import check_store, check_token_counter
+from slimcache.core.settings.groups import CacheOptions, Timeouts
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import (
     Message,

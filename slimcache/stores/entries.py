@@ -12,6 +12,8 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from slimcache._process import register
+
 __all__ = ["ENTRY_VERSION", "RangeRef", "SummaryEntry", "ThreadIndex", "load_stored"]
 
 logger = logging.getLogger("slimcache")
@@ -211,3 +213,10 @@ def _usable(raw: object, thread: str) -> ThreadIndex:
 
 # Bounded: an index is a few kilobytes, so this holds a few megabytes at the most.
 _parse_usable = functools.lru_cache(maxsize=512)(_usable)
+register(
+    __name__,
+    "parsed indexes",
+    "the stored indexes parsed last",
+    _parse_usable,
+    clear=_parse_usable.cache_clear,
+)

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Union, runtime_checkable
 
 from slimcache._exceptions import ConfigurationError
+from slimcache._process import register
 
 __all__ = [
+    "Abilities",
     "CompareAndDeleteOp",
     "CompareAndSetOp",
     "DeleteOp",
@@ -25,6 +27,7 @@ __all__ = [
     "SupportsCompareAndSet",
     "SupportsGetMany",
     "SupportsSetIfAbsent",
+    "abilities",
     "call_bound",
     "check_ops",
     "conforms",
@@ -275,7 +278,9 @@ class SupportsClose(Protocol):
 
 
 # Per (type, protocol): the members the type itself lacks (none: every instance conforms).
-_MISSING: dict[tuple[type, type], tuple[str, ...]] = {}
+_MISSING: dict[tuple[type, type], tuple[str, ...]] = register(
+    __name__, "abilities", "the members each type lacks of each protocol", {}
+)
 
 
 def _members(protocol: type) -> frozenset[str]:
@@ -309,6 +314,56 @@ def conforms(obj: object, protocol: type) -> bool:
         return isinstance(obj, protocol)
     own = getattr(obj, "__dict__", None)
     return own is not None and all(own.get(name) is not None for name in missing)
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What a store can do, as :func:`conforms` decides it for each protocol.
+
+    Attributes:
+        store: It is a :class:`Store` (async ``get``, ``set`` and ``delete``).
+        set_if_absent: :class:`SupportsSetIfAbsent`.
+        batch: :class:`SupportsBatch`.
+        compare_and_set: :class:`SupportsCompareAndSet`.
+        get_many: :class:`SupportsGetMany`.
+    """
+
+    store: bool
+    set_if_absent: bool
+    batch: bool
+    compare_and_set: bool
+    get_many: bool
+
+
+# Per type of store whose abilities its instances cannot change: what it can do.
+_ABILITIES: dict[type, Abilities] = register(
+    __name__, "store abilities", "what each type of store can do", {}
+)
+
+
+def abilities(store: object) -> Abilities:
+    """What ``store`` can do: one lookup per type where the type alone decides it.
+
+    A front door built per request asks for every ability of its store; a type that defines
+    every method it has (no ``__getattr__``, or instances without a ``__dict__`` of their
+    own to add some) answers from one lookup. Others are asked each time, as :func:`conforms`.
+    """
+    kind = type(store)
+    found = _ABILITIES.get(kind)
+    if found is not None:
+        return found
+    found = Abilities(
+        conforms(store, Store),
+        conforms(store, SupportsSetIfAbsent),
+        conforms(store, SupportsBatch),
+        conforms(store, SupportsCompareAndSet),
+        conforms(store, SupportsGetMany),
+    )
+    protocols = (Store, SupportsSetIfAbsent, SupportsBatch, SupportsCompareAndSet, SupportsGetMany)
+    complete = all(not _MISSING[(kind, protocol)] for protocol in protocols)
+    if complete or not (hasattr(kind, "__getattr__") or hasattr(store, "__dict__")):
+        _ABILITIES[kind] = found
+    return found
 
 
 def positive_int(name: str, value: object) -> int:

@@ -58,6 +58,10 @@ subclass just those parts (always :class:`BasicConformance`) instead of
 
 Without pytest's runner, :func:`run_conformance` runs the same cases in the current event loop
 and returns one :class:`CaseResult` per case.
+
+What the process remembers between requests (settings checked, store abilities, entries read,
+fingerprints hashed) is listed by :func:`process_caches` and emptied by
+:func:`clear_process_caches`, for tests that must start from a process with nothing remembered.
 """
 
 # The suite is made of pytest test classes: without pytest there is nothing to run it with.
@@ -68,6 +72,7 @@ except ImportError as exc:
         "slimcache.testing needs pytest: pip install pytest (and pytest-asyncio to run the suite)"
     ) from exc
 
+from slimcache._process import ProcessCache, clear_process_caches, process_caches
 from slimcache._public import publish as _publish
 from slimcache.testing.base import (
     INVALID_TTLS,
@@ -101,6 +106,7 @@ __all__ = [
     "ConformanceBase",
     "GetManyConformance",
     "LifecycleConformance",
+    "ProcessCache",
     "SetIfAbsentConformance",
     "StoreConformance",
     "StoreFactory",
@@ -109,6 +115,8 @@ __all__ = [
     "StoreWithGetMany",
     "StoreWithSetIfAbsent",
     "TTLConformance",
+    "clear_process_caches",
+    "process_caches",
     "run_conformance",
 ]
 

@@ -31,7 +31,7 @@ from slimcache import (
     TrimCompressor,
     cached_summarizer,
 )
-from slimcache.core.settings import (
+from slimcache.core.settings.groups import (
     DEFAULT_KEEP,
     CacheOptions,
     Coordination,
@@ -244,7 +244,11 @@ def test_sibling_keep_defaults_are_the_documented_ones() -> None:
     # The in-process compressor keeps convo-compress's default window of 12, and says so; every
     # other compressor keeps DEFAULT_KEEP.
     summarizer = RecordingSummarizer()
-    assert SummarizeCompressor(summarizer)._keep == KeepMessages(DEFAULT_KEEP) == KeepMessages(10)
+    assert (
+        SummarizeCompressor(summarizer)._derived.keep
+        == KeepMessages(DEFAULT_KEEP)
+        == KeepMessages(10)
+    )
     assert ConversationCompressor(summarizer)._keep == KeepMessages(12)
     assert "the last 12 messages" in (ConversationCompressor.__doc__ or "")
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -379,16 +383,18 @@ def test_the_input_bound_by_default_fits_an_8k_model_and_grows_with_the_budget()
     # "auto": 6,000 with the default summary budget (a call and its 1,000-token reply fit an
     # 8,192-token context), 4 times a larger budget; None: no bound; a number: itself.
     def bound(**args: Any) -> int | None:
-        return SummarizeCompressor(RecordingSummarizer(), **args)._bound.limit
+        return SummarizeCompressor(RecordingSummarizer(), **args)._derived.bound.limit
 
     assert bound() == 6000
     assert bound(max_summary_tokens=300) == 6000
     assert bound(max_summary_tokens=4000) == 16000
     assert bound(max_input_tokens=None) is None
     assert bound(max_input_tokens=2500) == 2500
-    assert SlidingWindow("w", 4, RecordingSummarizer()).compressor._bound.limit == 6000
+    assert SlidingWindow("w", 4, RecordingSummarizer()).compressor._derived.bound.limit == 6000
     assert (
-        SlidingWindow("w", 4, RecordingSummarizer(), summary_budget=2000).compressor._bound.limit
+        SlidingWindow(
+            "w", 4, RecordingSummarizer(), summary_budget=2000
+        ).compressor._derived.bound.limit
         == 8000
     )
 
@@ -403,7 +409,7 @@ def test_an_input_bound_must_leave_room_for_a_summary_and_as_many_messages() -> 
     # A prompt that long counts in the automatic bound too.
     long_prompt = Prompts(summarize="Summarize. " + "Keep every detail. " * 2000)
     compressor = SummarizeCompressor(RecordingSummarizer(), prompts=long_prompt)
-    assert compressor._bound.limit == compressor._bound.prompt_tokens + 2 * 1000
+    assert compressor._derived.bound.limit == compressor._derived.bound.prompt_tokens + 2 * 1000
 
 
 HINTS: list[tuple[dict[str, Any], str]] = [

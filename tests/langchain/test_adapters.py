@@ -131,7 +131,7 @@ async def test_a_models_counter_is_the_compressors_token_counter() -> None:
     # by ceil(len / 4)), 1 per "ok", and the prompt's words.
     assert result.summary_range == (0, 11)
     assert compressor.stats.naive_input_tokens == 600 * 6 + 6 + count(
-        compressor._prompts.summarize.replace("{max_tokens}", "1000")
+        compressor._derived.prompts.summarize.replace("{max_tokens}", "1000")
     )
 
 

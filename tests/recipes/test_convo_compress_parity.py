@@ -108,7 +108,7 @@ def test_convo_compress_strategy_names_are_accepted(name: str, kind: type) -> No
     compressor = ConversationCompressor(RecordingSummarizer(), strategy=name)  # type: ignore[arg-type]
     assert type(compressor._strategy) is kind
     shared = SummarizeCompressor(RecordingSummarizer(), strategy=name)  # type: ignore[arg-type]
-    assert type(shared._strategy) is kind
+    assert type(shared._derived.strategy) is kind
 
 
 async def test_weighted_asks_for_emphasis_on_the_new_messages_and_survives_a_snapshot() -> None:

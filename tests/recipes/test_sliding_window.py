@@ -176,7 +176,10 @@ async def test_a_long_push_is_folded_in_calls_that_fit_the_bound(make_store: Mak
     assert summary_text(messages[0]) == f"{last.previous_summary} + extend[{last.start}-2995]"
     assert messages[1:] == history[-4:]
     assert window.get_stats().evictions == 1
-    assert SlidingWindow("w", 4, summarizer, max_input_tokens=None).compressor._bound.limit is None
+    assert (
+        SlidingWindow("w", 4, summarizer, max_input_tokens=None).compressor._derived.bound.limit
+        is None
+    )
 
 
 async def test_leading_system_messages_stay_first() -> None:

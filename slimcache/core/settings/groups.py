@@ -1,9 +1,10 @@
-"""Settings the front doors share: small frozen groups that check themselves, and the checks.
+"""Settings the front doors share: small frozen groups that check themselves.
 
-Each setting is checked in one place, here, so that every front door taking it accepts and
-rejects the same values with the same message, which names the argument. The groups are built
-from a front door's flat keyword arguments (in the manner of httpx's ``Timeout`` and
-``Limits``): building one is validating it, and a built one is known to be valid.
+Each group checks its settings with the checks of :mod:`slimcache.core.settings.checks`, so
+that every front door taking a setting accepts and rejects the same values with the same
+message, which names the argument. The groups are built from a front door's flat keyword
+arguments (in the manner of httpx's ``Timeout`` and ``Limits``): building one is validating it,
+and a built one is known to be valid.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Literal, Union
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.input_bound import InputBound
 from slimcache.core.policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
-from slimcache.core.setting_checks import (
+from slimcache.core.settings.checks import (
     check_callables,
     check_choice,
     check_flag,
@@ -25,8 +26,6 @@ from slimcache.core.setting_checks import (
     check_max_input_tokens,
     check_message_overhead,
     check_seconds_or_none,
-    check_store,
-    check_summarizer,
     check_template,
     check_token_counter,
     fingerprints_by_id,
@@ -51,19 +50,6 @@ __all__ = [
     "SummaryFormat",
     "Timeouts",
     "call_hook",
-    "check_callables",
-    "check_choice",
-    "check_flag",
-    "check_input_room",
-    "check_lock_wait",
-    "check_max_input_tokens",
-    "check_message_overhead",
-    "check_seconds_or_none",
-    "check_store",
-    "check_summarizer",
-    "check_template",
-    "check_token_counter",
-    "fingerprints_by_id",
     "resolve_policies",
     "takes_messages_summary_ms",
 ]

@@ -1,6 +1,7 @@
 """One check per setting the front doors share; each raises a message naming the argument.
 
-:mod:`slimcache.core.settings` groups these into the settings objects and re-exports them.
+:mod:`slimcache.core.settings.groups` groups these into the settings objects the front doors
+build; a front door with a setting of its own calls its check here directly.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import math
 from collections.abc import Mapping
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.stores.protocol import Store, conforms
+from slimcache.stores.protocol import abilities
 from slimcache.stores.toolkit import check_seconds, redact_url
 
 __all__ = [
@@ -42,7 +43,7 @@ def check_store(store: object, *, optional: bool = True) -> None:
             f"store must be a store, not the URL string {redact_url(store)!r}: open it first, "
             f"store=open_store({redact_url(store)!r})"
         )
-    if (store is not None or not optional) and not conforms(store, Store):
+    if (store is not None or not optional) and not abilities(store).store:
         raise ConfigurationError(
             f"store must have async get, set and delete methods, got {type(store).__name__}"
         )

@@ -1,9 +1,12 @@
-"""A compressor built per request checks and derives its settings once per set of arguments,
-and behaves exactly as one built from scratch: see ``slimcache/core/blueprint.py``."""
+"""A compressor's settings: one object built by keyword, checked and derived once per set of
+arguments, so a compressor built per request behaves exactly as one built from scratch: see
+``slimcache/core/settings/compressor.py``."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +21,8 @@ from slimcache import (
     Prompts,
     SummarizeCompressor,
 )
+from slimcache.core.settings.compressor import CompressorOptions, CompressorSettings
+from slimcache.testing import clear_process_caches, process_caches
 from tests.fakes import RecordingSummarizer, chat
 
 
@@ -91,9 +96,9 @@ def test_settings_objects_built_anew_match_by_value() -> None:
         )
 
     first, second = made(), made()
-    assert first._blueprint is second._blueprint
+    assert first._derived is second._derived
     other = SummarizeCompressor(summarizer, trigger=MessageThreshold(9), keep=KeepMessages(4))
-    assert other._blueprint is not first._blueprint
+    assert other._derived is not first._derived
 
 
 async def test_compressors_built_per_request_count_each_text_once() -> None:
@@ -148,3 +153,75 @@ def test_a_summarizer_without_its_context_is_refused_however_many_times_it_is_gi
     for _ in range(2):  # a refused summarizer is never remembered as checked
         with pytest.raises(ConfigurationError, match="summarizer must take two arguments"):
             build(plain, MemoryStore(), keep=KeepMessages(2))
+
+
+def test_the_keywords_are_the_settings_with_their_types() -> None:
+    fields = {f.name: f for f in dataclasses.fields(CompressorSettings)}
+    options = typing.get_type_hints(CompressorOptions)
+    settings = typing.get_type_hints(CompressorSettings)
+    assert set(options) == set(fields) - {"summarizer"}
+    assert {name: settings[name] for name in options} == options
+    shown = inspect.signature(SummarizeCompressor).parameters
+    assert list(shown) == ["summarizer", "store", *(f for f in fields if f != "summarizer")]
+    assert all(shown[name].default == fields[name].default for name in options)
+
+
+async def test_each_setting_reaches_its_use_by_name() -> None:
+    # Settings of one type given different values: a swap of any two would show.
+    store = MemoryStore()
+    compressor = SummarizeCompressor(
+        RecordingSummarizer(),
+        store,
+        lock_wait=3,
+        lease_ttl=7,
+        summarizer_timeout=11,
+        store_timeout=13,
+        max_summary_tokens=17,
+        message_overhead=19,
+        checkpoints=23,
+    )
+    settings = compressor._settings
+    assert (settings.lock_wait, settings.lease_ttl) == (3.0, 7.0)
+    assert isinstance(settings.lease_ttl, float)
+    assert compressor._derived.producer.timeout == 11.0
+    assert compressor._io.timeout == 13.0
+    assert compressor._derived.producer.max_tokens == 17
+    assert compressor._derived.producer.overhead == 19
+    assert compressor._derived.writer.checkpoints == 23
+    assert compressor._derived.rules.keep == KeepMessages(10)
+
+
+def test_a_keyword_that_is_no_setting_is_refused_by_name() -> None:
+    with pytest.raises(TypeError, match="'lease_tll'"):
+        SummarizeCompressor(RecordingSummarizer(), lease_tll=5)  # type: ignore[call-arg]
+
+
+def test_keywords_given_in_another_order_make_the_same_settings() -> None:
+    summarizer = RecordingSummarizer()
+    first = SummarizeCompressor(summarizer, lock_wait=2.0, lease_ttl=4.0)
+    second = SummarizeCompressor(summarizer, lease_ttl=4.0, lock_wait=2.0)
+    assert first._settings == second._settings
+    assert first._derived.bound == second._derived.bound
+
+
+def test_clearing_the_process_caches_forgets_checked_settings() -> None:
+    summarizer = RecordingSummarizer()
+    first = SummarizeCompressor(summarizer, trigger=MessageThreshold(18))
+    assert SummarizeCompressor(summarizer, trigger=MessageThreshold(18))._derived is first._derived
+    clear_process_caches()
+    again = SummarizeCompressor(summarizer, trigger=MessageThreshold(18))
+    assert again._derived is not first._derived
+    assert again._settings == first._settings
+
+
+def test_every_process_cache_is_listed_in_one_place() -> None:
+    import slimcache._process
+
+    registered = {(cache.module, cache.name) for cache in process_caches()}
+    documented = slimcache._process.__doc__ or ""
+    for module, name in registered:
+        assert f"``{module}``: ``{name}``" in documented or f"``{name}``, " in documented, name
+    assert ("slimcache.core.settings.compressor", "compressor settings") in registered
+    assert ("slimcache.core.store_io", "known entries") in registered
+    assert ("slimcache.stores.protocol", "store abilities") in registered
+    assert ("slimcache.core.fingerprints", "hashed ranges") in registered

@@ -1,0 +1,414 @@
+"""A summarize compressor's settings: one frozen object, checked and derived once per distinct set.
+
+:class:`CompressorSettings` holds every setting of a :class:`~slimcache.SummarizeCompressor`
+but its store, by name; the compressor keeps it and reads it (``self._settings.lease_ttl``).
+:class:`Derived` stands beside it with what follows from it: the resolved policies, strategy
+and prompts, the planner's rules, the bound on one summarizer call, the prompt's size, the
+summary producer and the index writer.
+
+A stateless server builds a compressor for every request, with the same arguments each time.
+Checking them and deriving the rest cost more than a cache hit's own decision, so
+:data:`checked_settings`, a :class:`SettingsCache`, keeps what it built for the next compressor
+given the same arguments: plain values (strings, numbers, ``None``) and slimcache's own frozen
+settings (``MessageThreshold(20)``, ``Prompts(...)``) match by value, any other object (a
+summarizer, a token counter, a hook, a policy of your own) only itself. An entry holds every
+object its key names, so no key outlives what it was made from.
+
+What a :class:`Derived` remembers is shared by the compressors built from it: the token counts
+of the texts its counter saw (the counter depends on the text alone) and of the summary
+messages it built. Nothing in it depends on the store, a thread or a request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+from slimcache._process import register
+from slimcache.core.commit import IndexWriter
+from slimcache.core.input_bound import InputBound
+from slimcache.core.plan import Identity, Rules
+from slimcache.core.policy import Keep, Trigger
+from slimcache.core.producing import SummaryProducer
+from slimcache.core.settings.checks import check_summarizer
+from slimcache.core.settings.groups import (
+    DEFAULT_SUMMARY_TEMPLATE,
+    CacheOptions,
+    Coordination,
+    ErrorHandling,
+    Hook,
+    Hooks,
+    InputBoundSetting,
+    SummaryFormat,
+    Timeouts,
+    call_hook,
+    resolve_policies,
+    takes_messages_summary_ms,
+)
+from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy, sends_previous
+from slimcache.core.summarizer import Prompts, Summarizer, summarizer_name
+from slimcache.messages import (
+    DEFAULT_MESSAGE_OVERHEAD,
+    RememberingCounter,
+    TokenCounter,
+    approx_tokens,
+    count_message_tokens,
+)
+from slimcache.stores.entries import SummaryEntry
+from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
+
+__all__ = [
+    "CompressorOptions",
+    "CompressorSettings",
+    "Derived",
+    "SettingsCache",
+    "checked_settings",
+]
+
+# Summary messages whose token counts a Derived remembers; all are forgotten past this.
+_SUMMARY_TOKEN_COUNTS = 1024
+
+# Settings kept by a SettingsCache; all are forgotten past this (arguments that change on every
+# call, a new summarizer object per request, say, would otherwise keep every one of them alive).
+MAX_SETTINGS = 256
+
+
+class CompressorOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`~slimcache.SummarizeCompressor`: its settings but the
+    summarizer, each with the type of the :class:`CompressorSettings` attribute it sets."""
+
+    trigger: Trigger | None
+    keep: Keep | None
+    strategy: Strategy | StrategyName
+    max_summary_tokens: int
+    max_input_tokens: InputBoundSetting
+    prompts: Prompts | None
+    token_counter: TokenCounter
+    message_overhead: int
+    summary_role: str
+    summary_template: str
+    namespace: str
+    ttl: float | None
+    checkpoints: int
+    summarizer_timeout: float | None
+    on_summarizer_error: Literal["raise", "uncompressed"]
+    on_store_error: Literal["raise", "bypass"]
+    summarizer_id: str | None
+    reuse_entries: Literal["matching", "any"]
+    lock_wait: float
+    lease_ttl: float
+    single_writer: bool
+    store_timeout: float | None
+    fingerprint: Literal["content", "id"]
+    on_evict: Hook | None
+    on_compress: Hook | None
+    on_cache_hit: Hook | None
+    on_error: Hook | None
+
+
+@dataclass(frozen=True)
+class CompressorSettings:
+    """Every setting of a :class:`~slimcache.SummarizeCompressor` but its store.
+
+    Each attribute is the compressor's argument of the same name, with the same meaning and
+    default (see :class:`~slimcache.SummarizeCompressor`). Building one checks nothing:
+    :meth:`checked` does, and :data:`checked_settings` does it once per distinct set.
+    """
+
+    summarizer: Summarizer
+    trigger: Trigger | None = None
+    keep: Keep | None = None
+    strategy: Strategy | StrategyName = "extend"
+    max_summary_tokens: int = 1000
+    max_input_tokens: InputBoundSetting = "auto"
+    prompts: Prompts | None = None
+    token_counter: TokenCounter = approx_tokens
+    message_overhead: int = DEFAULT_MESSAGE_OVERHEAD
+    summary_role: str = "system"
+    summary_template: str = DEFAULT_SUMMARY_TEMPLATE
+    namespace: str = ""
+    ttl: float | None = None
+    checkpoints: int = 64
+    summarizer_timeout: float | None = None
+    on_summarizer_error: Literal["raise", "uncompressed"] = "raise"
+    on_store_error: Literal["raise", "bypass"] = "raise"
+    summarizer_id: str | None = None
+    reuse_entries: Literal["matching", "any"] = "matching"
+    lock_wait: float = 30.0
+    lease_ttl: float = 10.0
+    single_writer: bool = False
+    store_timeout: float | None = DEFAULT_STORE_TIMEOUT
+    fingerprint: Literal["content", "id"] = "content"
+    on_evict: Hook | None = None
+    on_compress: Hook | None = None
+    on_cache_hit: Hook | None = None
+    on_error: Hook | None = None
+
+    def checked(self) -> Derived:
+        """Check every setting, in the order the compressor documents, through the groups
+        every front door checks its settings with, and derive the rest.
+
+        Returns:
+            What the settings resolve to, holding the checked settings (numbers as the checks
+            return them).
+
+        Raises:
+            ConfigurationError: For any invalid setting, naming it.
+        """
+        check_summarizer(self.summarizer)  # reads its signature: once per settings
+        trigger, keep = resolve_policies(self.trigger, self.keep)
+        strategy = resolve_strategy(self.strategy)
+        summary = SummaryFormat(
+            max_summary_tokens=self.max_summary_tokens,
+            prompts=self.prompts,
+            token_counter=self.token_counter,
+            message_overhead=self.message_overhead,
+            summary_role=self.summary_role,
+            summary_template=self.summary_template,
+            max_input_tokens=self.max_input_tokens,
+        )
+        cache = CacheOptions(
+            namespace=self.namespace,
+            ttl=self.ttl,
+            checkpoints=self.checkpoints,
+            reuse_entries=self.reuse_entries,
+            fingerprint=self.fingerprint,
+            summarizer_id=self.summarizer_id,
+        )
+        timeouts = Timeouts(self.summarizer_timeout, self.store_timeout)
+        ErrorHandling(self.on_summarizer_error, self.on_store_error)
+        coordination = Coordination(self.lock_wait, self.lease_ttl, self.single_writer)
+        hooks = Hooks(self.on_evict, self.on_compress, self.on_cache_hit, self.on_error)
+        settings = dataclasses.replace(
+            self,
+            ttl=cache.ttl,
+            summarizer_timeout=timeouts.summarizer_timeout,
+            store_timeout=timeouts.store_timeout,
+            lock_wait=coordination.lock_wait,
+            lease_ttl=coordination.lease_ttl,
+        )
+        count = _counting(self.token_counter)
+        return Derived(
+            settings=settings,
+            trigger=trigger,
+            keep=keep,
+            strategy=strategy,
+            prompts=summary.resolved_prompts,
+            count=count,
+            bound=summary.bound(count, sends_previous=sends_previous(strategy)),
+            summarizer_id=cache.summarizer_id or summarizer_name(self.summarizer),
+            by_id=cache.by_id,
+            hooks=hooks.pick("on_evict", "on_compress", "on_cache_hit", "on_error"),
+        )
+
+
+def _counting(token_counter: TokenCounter) -> TokenCounter:
+    """``token_counter``, remembering the counts of the texts it saw."""
+    # approx_tokens is cheaper than a lookup, and check_messages knows it by identity.
+    return token_counter if token_counter is approx_tokens else RememberingCounter(token_counter)
+
+
+@dataclass(eq=False)
+class Derived:
+    """What a compressor works with besides its settings, derived from them once.
+
+    Built by :meth:`CompressorSettings.checked`.
+
+    Attributes:
+        settings: The checked settings.
+        trigger: The trigger, the default filled in.
+        keep: The keep policy, the default filled in.
+        strategy: The strategy, a shortcut name resolved.
+        prompts: The prompts, the default ones filled in.
+        count: The token counter, remembering the counts of the texts it saw.
+        bound: What one summarizer call may receive.
+        summarizer_id: The name recorded in entries, the summarizer's own when not given.
+        by_id: Whether messages are fingerprinted by their ``id``.
+        hooks: The hooks by name.
+        legacy_on_compress: Whether ``on_compress`` takes ``(messages, summary, ms)``.
+        prompt_tokens: Tokens of the summarize prompt, its budget filled in.
+        rules: What the planner decides by.
+        producer: Produces a request's summaries.
+        writer: Writes ranges and a thread's index.
+    """
+
+    settings: CompressorSettings
+    trigger: Trigger
+    keep: Keep
+    strategy: Strategy
+    prompts: Prompts
+    count: TokenCounter
+    bound: InputBound
+    summarizer_id: str
+    by_id: bool
+    hooks: dict[str, Hook | None]
+    legacy_on_compress: bool = field(init=False)
+    prompt_tokens: int = field(init=False)
+    rules: Rules = field(init=False)
+    producer: SummaryProducer = field(init=False)
+    writer: IndexWriter = field(init=False)
+    _summary_counts: dict[tuple[str, int, int], int] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
+        self.legacy_on_compress = takes_messages_summary_ms(settings.on_compress)
+        prompt = self.prompts.render("summarize", settings.max_summary_tokens)
+        self.prompt_tokens = self.count(prompt)
+        matching = settings.reuse_entries == "matching"
+        identity = Identity(self.summarizer_id, self.prompts.digest, self.strategy.name)
+        self.rules = Rules(
+            self.trigger, self.keep, self.summary_tokens, identity if matching else None
+        )
+        self.producer = SummaryProducer(
+            summarizer=settings.summarizer,
+            summarizer_id=self.summarizer_id,
+            strategy=self.strategy,
+            prompts=self.prompts,
+            max_tokens=settings.max_summary_tokens,
+            count=self.count,
+            overhead=settings.message_overhead,
+            timeout=settings.summarizer_timeout,
+            emit=self.emit,
+            bound=self.bound,
+        )
+        self.writer = IndexWriter(self.rules, settings.checkpoints)
+
+    async def emit(self, name: str, *args: Any) -> None:
+        """Call the hook ``name`` with ``args``, if one is set (see :func:`call_hook`)."""
+        await call_hook(name, self.hooks[name], *args)
+
+    def summary_message(self, summary: str, start: int, end: int) -> dict[str, Any]:
+        """The message standing for messages ``start``-``end``."""
+        content = self.settings.summary_template.format(
+            summary=summary, start=start, end=end, count=end - start + 1
+        )
+        return {"role": self.settings.summary_role, "content": content}
+
+    def summary_tokens(self, entry: SummaryEntry) -> int:
+        """Tokens of the summary message built from ``entry``, counted once."""
+        # A hit asks twice (the index's head, then the base), and the next request again.
+        key = (entry.summary, entry.start, entry.end)
+        found = self._summary_counts.get(key)
+        if found is None:
+            message = self.summary_message(entry.summary, entry.start, entry.end)
+            found = count_message_tokens(message, self.count, self.settings.message_overhead)
+            if len(self._summary_counts) >= _SUMMARY_TOKEN_COUNTS:
+                self._summary_counts.clear()
+            self._summary_counts[key] = found
+        return found
+
+
+# How values of a type are matched: by themselves (strings and ``None``, equal to nothing of
+# another type), by type and value (numbers: ``1``, ``1.0`` and ``True`` are equal), or by
+# identity (``None`` here).
+_RAW, _TYPED = 1, 2
+
+
+def _by_value(kind: type) -> int | None:
+    """How values of ``kind`` are matched: slimcache's own frozen settings objects (policies,
+    prompts, strategies), whose equality is their value, by type and value; others by
+    identity."""
+    params = getattr(kind, "__dataclass_params__", None)
+    module = kind.__module__
+    by_value = (
+        (module == "slimcache" or module.startswith("slimcache."))
+        and params is not None
+        and bool(params.frozen)
+        and kind.__hash__ is not None
+    )
+    return _TYPED if by_value else None
+
+
+class SettingsCache:
+    """Settings checked and derived once for each distinct set of arguments.
+
+    :meth:`derived` takes the arguments as the compressor received them and returns the
+    :class:`Derived` of the settings they make: from the cache when it built one from the same
+    arguments (see the module docstring), else checked and derived now. One instance serves the
+    process (:data:`checked_settings`); it is registered with the process's other caches (see
+    :func:`slimcache.testing.clear_process_caches`).
+
+    Args:
+        max_entries: How many it keeps; all are forgotten past this.
+    """
+
+    def __init__(self, max_entries: int = MAX_SETTINGS) -> None:
+        self.max_entries = max_entries
+        self._by_value: dict[tuple[Any, ...], Derived] = {}
+        # The same entries by the identities of the very arguments each was built from (which
+        # it holds, so those identities stay theirs): a caller passing the same objects again,
+        # as defaults and constants are, is matched without comparing values.
+        self._by_identity: dict[tuple[Any, ...], tuple[Derived, tuple[Any, ...]]] = {}
+        self._matching: dict[type, int | None] = {
+            str: _RAW,
+            type(None): _RAW,
+            int: _TYPED,
+            float: _TYPED,
+            bool: _TYPED,
+        }
+
+    def derived(self, summarizer: Summarizer, options: CompressorOptions) -> Derived:
+        """The :class:`Derived` of the settings ``summarizer`` and ``options`` make.
+
+        Args:
+            summarizer: The compressor's summarizer.
+            options: Its keyword arguments, as given (those not given take their defaults).
+
+        Raises:
+            ConfigurationError: For any invalid setting, as the compressor documents.
+            TypeError: A keyword that is not a setting.
+        """
+        values = (summarizer, *options.values())
+        names = tuple(options)  # a set given in another order is a key of its own
+        identities = (names, *map(id, values))
+        same = self._by_identity.get(identities)
+        if same is not None:
+            return same[0]
+        key: tuple[Any, ...] | None = (names, *self._key(values))
+        try:
+            found = self._by_value.get(key)  # type: ignore[arg-type]
+        except TypeError:  # a frozen settings object holding something unhashable
+            found, key = None, None
+        if found is not None:
+            return found
+        made = _settings_of(summarizer, options).checked()
+        if key is not None:
+            if len(self._by_value) >= self.max_entries:
+                self.clear()
+            self._by_value[key] = made
+            self._by_identity[identities] = (made, values)  # holds what the ids name
+        return made
+
+    def clear(self) -> None:
+        """Forget every settings checked."""
+        self._by_value.clear()
+        self._by_identity.clear()
+
+    def _key(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        key: list[Any] = []
+        matching = self._matching
+        for value in values:
+            kind = type(value)
+            how = matching[kind] if kind in matching else matching.setdefault(kind, _by_value(kind))
+            key.append(value if how == _RAW else (kind, value) if how == _TYPED else id(value))
+        return tuple(key)
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(CompressorSettings))
+
+
+def _settings_of(summarizer: Summarizer, options: CompressorOptions) -> CompressorSettings:
+    unknown = sorted(set(options) - _FIELDS)
+    if unknown:
+        raise TypeError(f"SummarizeCompressor() got an unexpected keyword argument {unknown[0]!r}")
+    return CompressorSettings(summarizer, **options)
+
+
+checked_settings: SettingsCache = register(
+    __name__,
+    "compressor settings",
+    "settings checked and derived per distinct set of a compressor's arguments",
+    SettingsCache(),
+)
+"""The process's settings cache, which every :class:`~slimcache.SummarizeCompressor` uses."""
