@@ -6,6 +6,7 @@ it is run here as a script.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -117,10 +118,13 @@ def test_snippet_includes_resolve_from_the_root_and_fail_when_missing() -> None:
     assert "check_paths: true" in config
 
 
-def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs site, built once in strict mode, as CI builds it."""
+    site_dir = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -129,5 +133,43 @@ def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
         env=env,
     )
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "site" / "index.html").is_file()
-    assert (tmp_path / "site" / "layers" / "index.html").is_file()
+    return site_dir
+
+
+def test_the_site_builds_in_strict_mode(site: Path) -> None:
+    assert (site / "index.html").is_file()
+    assert (site / "layers" / "index.html").is_file()
+
+
+def site_texts(site: Path) -> dict[str, str]:
+    """Every page of the built site and its search index, by path."""
+    files = [*site.rglob("*.html"), site / "search" / "search_index.json"]
+    return {str(path.relative_to(site)): path.read_text() for path in files}
+
+
+def test_the_site_shows_no_sphinx_role(site: Path) -> None:
+    role = re.compile(r":(?:py:)?(?:class|meth|func|mod|data|attr|exc|obj):")
+    shown = {path: role.findall(text) for path, text in site_texts(site).items()}
+    assert {path: found for path, found in shown.items() if found} == {}
+
+
+def test_the_docstrings_roles_are_links_to_their_entries(site: Path) -> None:
+    page = (site / "reference" / "slimcache" / "index.html").read_text()
+    # :class:`Concat` in SummarizeCompressor's docstring, :meth:`load_all` in
+    # ConversationWindowMemory's (a method of its private base class).
+    for anchor in ("slimcache.Concat", "slimcache.ConversationWindowMemory.load_all"):
+        assert f'href="#{anchor}"' in page
+        assert f'id="{anchor}"' in page
+    stores = (site / "reference" / "stores" / "index.html").read_text()
+    assert 'href="#slimcache.stores.SupportsBatch"' in stores
+
+
+def test_the_reference_documents_no_module_getattr_or_dir(site: Path) -> None:
+    hook = re.compile(r"\.__(?:getattr|dir)__\b")
+    anchors = {
+        path: [a for a in re.findall(r'id="([^"]+)"', text) if hook.search(a)]
+        for path, text in site_texts(site).items()
+    }
+    assert {path: found for path, found in anchors.items() if found} == {}
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    assert [doc["location"] for doc in index["docs"] if hook.search(doc["location"])] == []
