@@ -7,6 +7,7 @@ it is run here as a script.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -14,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from scripts.docs_readme import include, relink, section
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -173,3 +176,49 @@ def test_the_reference_documents_no_module_getattr_or_dir(site: Path) -> None:
     assert {path: found for path, found in anchors.items() if found} == {}
     index = json.loads((site / "search" / "search_index.json").read_text())
     assert [doc["location"] for doc in index["docs"] if hook.search(doc["location"])] == []
+
+
+def test_the_front_door_table_is_written_once_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    body = section("front-doors", readme)
+    assert body.startswith("| I want to... | use | guide |")
+    assert "`TokenWindowMemory`" in body
+    index = (ROOT / "docs" / "index.md").read_text()
+    assert '\n--8<-- "README.md:front-doors"\n' in index
+    copies = [label(page) for page in PAGES if "| I want to... |" in page.read_text()]
+    assert copies == ["README.md"]
+
+
+def test_the_site_shows_the_readmes_front_door_table_linking_its_own_pages(site: Path) -> None:
+    body = section("front-doors", (ROOT / "README.md").read_text())
+    targets = re.findall(r"\]\(docs/([^)#]+)\.md(#[^)]*)?\)", body)
+    assert len(targets) == len(body.splitlines()) - 2  # one guide per row
+    page = (site / "index.html").read_text()
+    for path, fragment in targets:
+        assert f'href="{path}/{fragment}"' in page
+    assert 'href="docs/' not in page
+
+
+def test_a_readme_section_is_relinked_from_the_page_that_includes_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    readme = (
+        "<!-- --8<-- [start:doors] -->\n\n"
+        "[sync](docs/guides/sync.md), [cluster](docs/guides/redis-cluster.md#urls), "
+        "[site](https://example.org/docs/x.md), [up](#why)\n\n"
+        "<!-- --8<-- [end:doors] -->\n"
+    )
+    page = 'Intro.\n\n--8<-- "README.md:doors"\n\nEnd.\n'
+    assert include(page, "index.md", readme) == (
+        "Intro.\n\n[sync](guides/sync.md), [cluster](guides/redis-cluster.md#urls), "
+        "[site](https://example.org/docs/x.md), [up](#why)\n\nEnd.\n"
+    )
+    assert include(page, "guides/trim.md", readme).startswith(
+        "Intro.\n\n[sync](sync.md), [cluster](redis-cluster.md#urls), "
+    )
+    assert caplog.records == []
+    with caplog.at_level(logging.WARNING):
+        relink("[examples](examples/)", "index.md")
+    assert [r.name.split(".")[0] for r in caplog.records] == ["mkdocs"]
+    with pytest.raises(ValueError, match="no section 'absent'"):
+        include('--8<-- "README.md:absent"', "index.md", readme)
