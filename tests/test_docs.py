@@ -222,3 +222,29 @@ def test_a_readme_section_is_relinked_from_the_page_that_includes_it(
     assert [r.name.split(".")[0] for r in caplog.records] == ["mkdocs"]
     with pytest.raises(ValueError, match="no section 'absent'"):
         include('--8<-- "README.md:absent"', "index.md", readme)
+
+
+PROFILE_ROW = re.compile(
+    r"^ +\d+(?:/\d+)? +(?:[\d.]+ +){4}(?P<where>[^\s{][^(]*)\((?P<function>\w+)\)$", flags=re.M
+)
+
+
+def test_every_profiled_slimcache_function_is_named_with_its_module_of_today() -> None:
+    text = (ROOT / "docs" / "performance.md").read_text()
+    rows = [(m["where"], m["function"]) for m in PROFILE_ROW.finditer(text)]
+    assert len(rows) >= 10
+    package = "\n".join(p.read_text() for p in (ROOT / "slimcache").rglob("*.py"))
+    for where, function in rows:
+        if not where.startswith("slimcache/"):
+            # Not slimcache's (json's encoder.py): the package has no function by that name.
+            defined = re.search(rf"^\s*(?:async )?def {function}\(", package, flags=re.M)
+            assert not defined, f"performance.md profiles {function} in {where}: name its module"
+    ours = [(where, function) for where, function in rows if where.startswith("slimcache/")]
+    assert ours
+    for where, function in ours:
+        path = ROOT / where
+        assert path.is_file(), (
+            f"performance.md profiles {function} in {where}, which does not exist"
+        )
+        defined = re.search(rf"^\s*(?:async )?def {function}\(", path.read_text(), flags=re.M)
+        assert defined, f"performance.md profiles {function} in {where}, which does not define it"
