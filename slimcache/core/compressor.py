@@ -103,7 +103,10 @@ class SummarizeCompressor:
         summary_template: Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
             and ``{count}`` are filled in.
         namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
-        ttl: Seconds cached entries live (``None``: until deleted).
+        ttl: Seconds cached entries live (``None``: until deleted). The TTL slides: a cache hit
+            more than half the TTL after the thread's index was written gives the index and the
+            summary served a fresh TTL (one batch), so a thread in use does not expire and one
+            left alone expires ``ttl`` seconds after its last write or refresh.
         checkpoints: How many ranges a thread's index lists, so that an edit near the end falls
             back to a recent summary instead of summarizing everything again, and a replay of
             an earlier point is served from the cache.

@@ -95,7 +95,10 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             system message when the agent has none; ``"human"``: a human message before the
             verbatim messages.
         namespace: Namespace of every store key.
-        ttl: Seconds cached summaries live (``None``: until deleted).
+        ttl: Seconds cached summaries live (``None``: until deleted). The TTL slides: a cache
+            hit more than half the TTL after the thread's index was written gives the index and
+            the summary served a fresh TTL (one batch), so a thread in use does not expire and
+            one left alone expires ``ttl`` seconds after its last write or refresh.
         on_summarizer_error: ``"raise"`` (default) or send the messages ``"uncompressed"``.
         on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
 

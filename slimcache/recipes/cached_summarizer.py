@@ -482,7 +482,10 @@ def cached_summarizer(
         store: Where summaries live; ``None`` keeps them in this process (a
             :class:`MemoryStore`).
         namespace: Namespace of every store key.
-        ttl: Seconds stored summaries live (``None``: until deleted).
+        ttl: Seconds stored summaries live (``None``: until deleted). The TTL slides: a cache
+            hit more than half the TTL after the thread's index was written gives the index and
+            the summary served a fresh TTL (one batch), so a thread in use does not expire and
+            one left alone expires ``ttl`` seconds after its last write or refresh.
         extend: ``(previous_summary, new_messages) -> str``, sync or async, to use instead of
             calling your function on the summary and the new messages.
         summarizer_id: Recorded with each stored summary (default: the function's qualified

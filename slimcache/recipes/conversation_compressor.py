@@ -112,7 +112,14 @@ class ConversationCompressor:
         strategy: How the summary and the messages leaving the window combine: :class:`Extend`
             (the default), :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`,
             your own :class:`Strategy`, or a shortcut name.
-        max_summary_tokens: Token budget handed to the summarizer.
+        max_summary_tokens: The summary's budget, in tokens counted with ``token_counter``.
+            The default prompts ask for it, :class:`SummaryContext` carries it (``max_tokens``), and
+            it is enforced: a summary that comes back more than a quarter over it is condensed
+            by one more summarizer call (the ``condense`` task), and one still over it raises
+            :class:`SummarizerError`, the window left as it was. It holds each summary the
+            summarizer returns; the parts :class:`Concat` and :class:`Custom` join may pass it
+            together, and :class:`Hybrid` condenses the joined summary once it passes
+            ``Hybrid.max_tokens`` (by default this budget).
         prompts: The default prompts given to the summarizer.
         token_counter: Counts a text's tokens (default: ``ceil(len / 4)``).
         message_overhead: Tokens added per message for role and framing.
@@ -122,7 +129,10 @@ class ConversationCompressor:
             ``{count}`` are filled in.
         summarizer_timeout: Seconds one summarizer call may take.
         on_evict: Hook ``(messages, reason)`` called with the messages folded into the summary.
-        on_compress: Hook ``(CompressEvent)`` called after each compression.
+        on_compress: Hook called after each compression, with a :class:`CompressEvent`; or,
+            when it takes two or more positional arguments, convo-compress's
+            ``on_compress(messages, summary, ms)``: the messages folded into the summary, the
+            new summary and the milliseconds the compression took.
         on_error: Hook ``(exception, messages)`` called when the summarizer fails, with the
             messages that stay in the window.
 
