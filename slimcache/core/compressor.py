@@ -76,77 +76,87 @@ class SummarizeCompressor:
     Args:
         summarizer: ``(messages, context) -> str``, async or sync; see :class:`SummaryContext`.
         store: Where summaries live; ``None`` keeps them in this process (a :class:`MemoryStore`).
-        trigger: When to compress (default: more than 20 verbatim messages).
-        keep: How much stays verbatim after compressing (default: the last 10 messages).
-        strategy: How a cached summary and new messages combine: :class:`Extend` (the
-            default: one call given the previous summary and only the new messages),
-            :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`, your own
-            :class:`Strategy`, or the shortcut names ``"extend"``, ``"concat"``, ``"hybrid"``
-            and ``"replace"``.
-        max_summary_tokens: Token budget handed to the summarizer.
-        max_input_tokens: Tokens one summarizer call may receive: the prompt, the previous
-            summary and the messages, as ``token_counter`` counts them (plus
-            ``message_overhead`` per message). More messages than that are folded in
-            consecutive calls, each cached as a range of its own as soon as it is made, so a
-            request stopped halfway is taken up from there; a tool call's messages are never
-            split, and a message that does not fit alone is sent cut. ``"auto"`` (default):
-            4 times ``max_summary_tokens``, at least 6,000, which with the default budget fits a
-            model with an 8,192-token context. ``None``: no bound.
-        prompts: The default prompts given to the summarizer.
-        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``). Any other counter
-            must depend on the text alone: compressors built with the same settings remember
-            the counts of the texts they saw (up to 2 million characters of text), so a
-            tokenizer reads each text once, however many compressors a server builds.
-        message_overhead: Tokens added per message for role and framing.
-        summary_role: Role of the summary message: ``"system"`` (default), ``"developer"``,
+        **settings: Every other setting, by keyword, as listed below. They make one
+            :class:`~slimcache.core.settings.compressor.CompressorSettings`, which the
+            compressor keeps.
+
+    Keyword Args:
+        trigger (Trigger | None): When to compress (default: more than 20 verbatim messages).
+        keep (Keep | None): How much stays verbatim after compressing (default: the last 10
+            messages).
+        strategy (Strategy | StrategyName): How a cached summary and new messages combine:
+            :class:`Extend` (the default: one call given the previous summary and only the new
+            messages), :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`, your own
+            :class:`Strategy`, or the shortcut names ``"extend"``, ``"concat"``, ``"hybrid"`` and
+            ``"replace"``.
+        max_summary_tokens (int): Token budget of a summary: given to the summarizer, and enforced
+            (a summary over 1.25 times the budget is condensed once, then refused with
+            :class:`SummarizerError`).
+        max_input_tokens (InputBoundSetting): Tokens one summarizer call may receive: the prompt,
+            the previous summary and the messages, as ``token_counter`` counts them (plus
+            ``message_overhead`` per message). More messages than that are folded in consecutive
+            calls, each cached as a range of its own as soon as it is made, so a request stopped
+            halfway is taken up from there; a tool call's messages are never split, and a message
+            that does not fit alone is sent cut. ``"auto"`` (default): 4 times
+            ``max_summary_tokens``, at least 6,000, which with the default budget fits a model with
+            an 8,192-token context. ``None``: no bound.
+        prompts (Prompts | None): The default prompts given to the summarizer.
+        token_counter (TokenCounter): Counts a text's tokens (default: ``ceil(len / 4)``). Any other
+            counter must depend on the text alone: compressors built with the same settings remember
+            the counts of the texts they saw (up to 2 million characters of text), so a tokenizer
+            reads each text once, however many compressors a server builds.
+        message_overhead (int): Tokens added per message for role and framing.
+        summary_role (str): Role of the summary message: ``"system"`` (default), ``"developer"``,
             ``"user"`` or ``"assistant"``.
-        summary_template: Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
+        summary_template (str): Text of the summary message; ``{summary}``, ``{start}``, ``{end}``
             and ``{count}`` are filled in.
-        namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
-        ttl: Seconds cached entries live (``None``: until deleted). The TTL slides: a cache hit
-            more than half the TTL after the thread's index was written gives the index and the
-            summary served a fresh TTL (one batch), so a thread in use does not expire and one
-            left alone expires ``ttl`` seconds after its last write or refresh.
-        checkpoints: How many ranges a thread's index lists, so that an edit near the end falls
-            back to a recent summary instead of summarizing everything again, and a replay of
+        namespace (str): Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
+        ttl (float | None): Seconds cached entries live (``None``: until deleted). The TTL slides: a
+            cache hit more than half the TTL after the thread's index was written gives the index
+            and the summary served a fresh TTL (one batch), so a thread in use does not expire and
+            one left alone expires ``ttl`` seconds after its last write or refresh.
+        checkpoints (int): How many ranges a thread's index lists, so that an edit near the end
+            falls back to a recent summary instead of summarizing everything again, and a replay of
             an earlier point is served from the cache.
-        summarizer_timeout: Seconds one summarizer call may take.
-        on_summarizer_error: ``"raise"`` a :class:`SummarizerError` (default) or return the
-            messages ``"uncompressed"``. Either way the store is left untouched.
-        on_store_error: ``"raise"`` the :class:`StoreError` (default) or ``"bypass"`` the cache
-            and compress without it.
-        summarizer_id: Name recorded in cached entries, a non-empty string (default: the
-            function's qualified name). Change it (say, to the model's name) to stop using
+        summarizer_timeout (float | None): Seconds one summarizer call may take.
+        on_summarizer_error (Literal['raise', 'uncompressed']): ``"raise"`` a
+            :class:`SummarizerError` (default) or return the messages ``"uncompressed"``. Either way
+            the store is left untouched.
+        on_store_error (Literal['raise', 'bypass']): ``"raise"`` the :class:`StoreError` (default)
+            or ``"bypass"`` the cache and compress without it.
+        summarizer_id (str | None): Name recorded in cached entries, a non-empty string (default:
+            the function's qualified name). Change it (say, to the model's name) to stop using
             summaries made before.
-        reuse_entries: ``"matching"`` (default): a cached summary made with another
-            ``summarizer_id``, other prompts or another strategy is not used; the thread is
-            summarized again with the current ones. ``"any"``: use whatever is cached.
-        lock_wait: Seconds to wait for another worker already summarizing for the same thread
-            (on stores with ``set_if_absent``) before summarizing anyway; 0 disables waiting.
-        lease_ttl: Seconds a worker's lease on a thread lives without renewal. It is renewed
-            while the summarizer runs (on stores with ``compare_and_set``), so this bounds how
-            long a crashed worker's lease can make others wait.
-        single_writer: ``True`` when only one worker ever compresses a given thread at a time (one
-            process, or requests pinned to a worker per thread): no lease is taken and nothing
-            is read twice, so a compression costs two store round trips on stores that run
-            batches (read the index; write the range and the index), three on others.
-        store_timeout: Seconds one store call may take before it fails with
-            :class:`StoreTimeout` (``None``: no bound beyond the store's own). A store that
-            bounds its own calls at most this long (:class:`SupportsCallTimeout`: the Redis
-            and SQL stores with their default ``timeout``) is awaited directly, with no
-            second timer.
-        fingerprint: What identifies a covered message. ``"content"`` (default): what a
-            summary is made of (role, content, name, tool calls), so any edit is seen.
-            ``"id"``: a message's ``id`` alone, when it has one, so a hit hashes ids rather than
-            the whole history's text; only for callers whose ids name one content forever (an
+        reuse_entries (Literal['matching', 'any']): ``"matching"`` (default): a cached summary made
+            with another ``summarizer_id``, other prompts or another strategy is not used; the
+            thread is summarized again with the current ones. ``"any"``: use whatever is cached.
+        lock_wait (float): Seconds to wait for another worker already summarizing for the same
+            thread (on stores with ``set_if_absent``) before summarizing anyway; 0 disables waiting.
+        lease_ttl (float): Seconds a worker's lease on a thread lives without renewal. It is renewed
+            while the summarizer runs (on stores with ``compare_and_set``), so this bounds how long
+            a crashed worker's lease can make others wait.
+        single_writer (bool): ``True`` when only one worker ever compresses a given thread at a time
+            (one process, or requests pinned to a worker per thread): no lease is taken and nothing
+            is read twice, so a compression costs two store round trips on stores that run batches
+            (read the index; write the range and the index), three on others.
+        store_timeout (float | None): Seconds one store call may take before it fails with
+            :class:`StoreTimeout` (``None``: no bound beyond the store's own). A store that bounds
+            its own calls at most this long (:class:`SupportsCallTimeout`: the Redis and SQL stores
+            with their default ``timeout``) is awaited directly, with no second timer.
+        fingerprint (Literal['content', 'id']): What identifies a covered message. ``"content"``
+            (default): what a summary is made of (role, content, name, tool calls), so any edit is
+            seen. ``"id"``: a message's ``id`` alone, when it has one, so a hit hashes ids rather
+            than the whole history's text; only for callers whose ids name one content forever (an
             edited message gets a new id), as an edit under the same id is not seen. Messages
-            without an id are identified by content. Switching re-summarizes each thread once.
-            It pays only for long turns a worker has not hashed before: a fingerprint this
-            process computed is checked again by comparing text, which is cheaper.
-        on_evict: Hook ``(messages, reason)`` called with the messages folded into a summary.
-        on_compress: Hook ``(CompressEvent)`` called after a summary is made.
-        on_cache_hit: Hook ``(CompressEvent)`` called when a cached summary is served.
-        on_error: Hook ``(exception, messages)`` called when the summarizer or store fails.
+            without an id are identified by content. Switching re-summarizes each thread once. It
+            pays only for long turns a worker has not hashed before: a fingerprint this process
+            computed is checked again by comparing text, which is cheaper.
+        on_evict (Hook | None): Hook ``(messages, reason)`` called with the messages folded into a
+            summary.
+        on_compress (Hook | None): Hook ``(CompressEvent)`` called after a summary is made.
+        on_cache_hit (Hook | None): Hook ``(CompressEvent)`` called when a cached summary is served.
+        on_error (Hook | None): Hook ``(exception, messages)`` called when the summarizer or store
+            fails.
 
     Raises:
         ConfigurationError: For any invalid argument.
