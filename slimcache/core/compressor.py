@@ -18,7 +18,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from slimcache._exceptions import InvalidInput, StoreError, SummarizerError
+from slimcache._exceptions import StoreError, SummarizerError
 from slimcache.core.commit import CatchUpCommits
 from slimcache.core.lease import Lease
 from slimcache.core.lease_wait import PlannedRead, due_range, plan_read, take_turn
@@ -49,6 +49,7 @@ from slimcache.messages import (
     MessageT,
     check_messages,
 )
+from slimcache.messages.conversation import split_conversation, with_report
 from slimcache.stores.entries import SummaryEntry
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.memory import MemoryStore
@@ -237,14 +238,13 @@ class SummarizeCompressor:
         """
         result = await self.compress_detailed(messages, thread_id=thread_id, force=force)
         if isinstance(messages, Conversation):
-            metadata = dict(messages.metadata or {})
-            metadata["slimcache"] = {
+            report = {
                 "outcome": result.outcome,
                 "summary_range": list(result.summary_range) if result.summary_range else None,
                 "summarizer_calls": result.summarizer_calls,
                 "cached": result.cached,
             }
-            return Conversation(messages.thread_id, result.messages, metadata)
+            return with_report(messages, result.messages, report)
         return result.messages
 
     @observed
@@ -256,13 +256,7 @@ class SummarizeCompressor:
         force: bool = False,
     ) -> CompressionResult:
         """Like :meth:`compress`, returning a :class:`CompressionResult` with what happened."""
-        if isinstance(messages, Conversation):
-            if thread_id is not None:
-                raise InvalidInput(
-                    "give the thread id in the Conversation or as thread_id, not both"
-                )
-            thread_id = messages.thread_id
-            messages = messages.messages
+        messages, thread_id = split_conversation(messages, thread_id)
         checked = check_messages(messages, self._derived.count, self._settings.message_overhead)
         keys = ThreadKeys(thread_id, self._settings.namespace) if thread_id is not None else None
         self._stats.requests += 1

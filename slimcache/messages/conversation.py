@@ -6,9 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slimcache._exceptions import InvalidInput
 from slimcache.messages.types import Message
 
-__all__ = ["Conversation", "unwrap_messages", "wrap_messages"]
+__all__ = [
+    "Conversation",
+    "split_conversation",
+    "unwrap_messages",
+    "with_report",
+    "wrap_messages",
+]
 
 
 @dataclass(frozen=True)
@@ -35,3 +42,28 @@ def wrap_messages(messages: Sequence[Message], thread_id: str) -> Conversation:
 def unwrap_messages(conversation: Conversation) -> list[dict[str, Any]]:
     """Return the messages of a :class:`Conversation` as a plain list."""
     return list(conversation.messages)
+
+
+def split_conversation(
+    messages: Conversation | Sequence[Message], thread_id: str | int | None
+) -> tuple[Sequence[Message], str | int | None]:
+    """The messages and the thread id a ``compress(messages, thread_id=...)`` call names.
+
+    Raises:
+        InvalidInput: A :class:`Conversation` given with a ``thread_id`` too.
+    """
+    if not isinstance(messages, Conversation):
+        return messages, thread_id
+    if thread_id is not None:
+        raise InvalidInput("give the thread id in the Conversation or as thread_id, not both")
+    return messages.messages, messages.thread_id
+
+
+def with_report(
+    given: Conversation, messages: list[dict[str, Any]], report: dict[str, Any]
+) -> Conversation:
+    """A new :class:`Conversation` of ``given``'s thread holding ``messages``, its metadata
+    given a ``"slimcache"`` entry, ``report``, saying what a compressor did."""
+    metadata = dict(given.metadata or {})
+    metadata["slimcache"] = report
+    return Conversation(given.thread_id, messages, metadata)

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from slimcache._exceptions import InvalidInput
 from slimcache.core.settings.checks import check_flag, check_message_overhead, check_token_counter
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -22,6 +21,7 @@ from slimcache.messages import (
     approx_tokens,
     check_messages,
 )
+from slimcache.messages.conversation import split_conversation, with_report
 from slimcache.stores.keys import encode_thread_id
 from slimcache.stores.protocol import positive_int
 
@@ -121,14 +121,13 @@ class TrimCompressor:
         """
         result = await self.compress_detailed(messages, thread_id=thread_id)
         if isinstance(messages, Conversation):
-            metadata = dict(messages.metadata or {})
-            metadata["slimcache"] = {
+            report = {
                 "outcome": "trimmed" if result.dropped else "unchanged",
                 "dropped": result.dropped,
                 "tokens": result.tokens,
                 "fits": result.fits,
             }
-            return Conversation(messages.thread_id, result.messages, metadata)
+            return with_report(messages, result.messages, report)
         return result.messages
 
     async def compress_detailed(
@@ -138,13 +137,7 @@ class TrimCompressor:
         thread_id: str | int | None = None,
     ) -> TrimResult:
         """Like :meth:`compress`, returning a :class:`TrimResult` with what was dropped."""
-        if isinstance(messages, Conversation):
-            if thread_id is not None:
-                raise InvalidInput(
-                    "give the thread id in the Conversation or as thread_id, not both"
-                )
-            thread_id = messages.thread_id
-            messages = messages.messages
+        messages, thread_id = split_conversation(messages, thread_id)
         if thread_id is not None:
             encode_thread_id(thread_id)
         checked = check_messages(messages, self._count, self._overhead)
