@@ -238,6 +238,10 @@ class RedisStore(CallBoundedStore):
             name = cluster_key(name)
         return encode(self._prefix + name)
 
+    def _write(self, key: str, value: str, ttl: float | None) -> tuple[bytes, bytes, int | None]:
+        """Check a write: the Redis key, the value as sent and the TTL in milliseconds."""
+        return self._key(key), encode(check_str("value", value)), ttl_ms(ttl)
+
     def _decode(self, raw: bytes | None, key: str) -> str | None:
         if raw is None:
             return None
@@ -381,9 +385,7 @@ class RedisStore(CallBoundedStore):
             ConfigurationError: ``ttl`` is not a positive number of seconds.
             StoreError: Redis could not be reached or refused the command.
         """
-        name = self._key(key)
-        data = encode(check_str("value", value))
-        px = ttl_ms(ttl)
+        name, data, px = self._write(key, value, ttl)
         self.check_open("SET")
         await self._call("SET", f"key {key!r}", lambda: self._client.set(name, data, px=px))
 
@@ -397,9 +399,7 @@ class RedisStore(CallBoundedStore):
             ConfigurationError: ``ttl`` is not a positive number of seconds.
             StoreError: Redis could not be reached or refused the command.
         """
-        name = self._key(key)
-        data = encode(check_str("value", value))
-        px = ttl_ms(ttl)
+        name, data, px = self._write(key, value, ttl)
         self.check_open("SET NX")
         written = await self._call(
             "SET NX", f"key {key!r}", lambda: self._client.set(name, data, px=px, nx=True)
@@ -422,9 +422,7 @@ class RedisStore(CallBoundedStore):
                 ``expected`` is not a string.
             StoreError: Redis could not be reached or refused the command.
         """
-        name = self._key(key)
-        data = encode(check_str("value", value))
-        px = ttl_ms(ttl)
+        name, data, px = self._write(key, value, ttl)
         if expected is not None:
             check_str("expected", expected)
         self.check_open("compare-and-set")
