@@ -53,7 +53,7 @@ from tests.fakes import RecordingSummarizer
 from tests.servers.redis_cluster import ClusterNodeServer, RedisClusterServers
 from tests.servers.store_factories import StoreFactoryOf
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # adapters/redis/tests/ is three folders down
 GUIDE = ROOT / "docs" / "guides" / "redis-cluster.md"
 EXAMPLE = ROOT / "examples" / "redis_cluster.py"
 
