@@ -67,7 +67,8 @@ def test_an_included_example_exists_and_a_test_runs_it(page: str, block: str) ->
     name = Path(path).name
     runners = [
         test
-        for test in (ROOT / "tests").rglob("test_*.py")
+        # The core's tests, and each adapter's beside its distribution.
+        for test in [*(ROOT / "tests").rglob("test_*.py"), *ROOT.glob("adapters/*/tests/test_*.py")]
         if f'ROOT / "examples" / "{name}"' in (text := test.read_text())
         and "subprocess.run(" in text
         and test.name != Path(__file__).name

@@ -73,6 +73,14 @@ def test_every_wheel_names_the_supported_pythons(wheels: dict[str, Path]) -> Non
         assert "Classifier: Typing :: Typed" in metadata, name
 
 
+def test_every_wheel_holds_its_package_and_nothing_else(wheels: dict[str, Path]) -> None:
+    # An adapter's tests sit beside its package (adapters/<name>/tests) and stay out of its wheel.
+    for name, wheel in wheels.items():
+        with zipfile.ZipFile(wheel) as archive:
+            tops = {entry.split("/")[0] for entry in archive.namelist()}
+        assert {top for top in tops if not top.endswith(".dist-info")} == {name}, sorted(tops)
+
+
 def test_the_core_wheel_alone_runs_the_readme_example(
     wheels: dict[str, Path], tmp_path: Path
 ) -> None:

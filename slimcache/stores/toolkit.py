@@ -63,6 +63,7 @@ __all__ = [
     "BoundedStore",
     "CallBoundedStore",
     "ClosingStore",
+    "check_count",
     "check_ops",
     "check_seconds",
     "combine_options",
@@ -184,6 +185,24 @@ def check_seconds(name: str, value: object, *, allow_none: bool = False) -> floa
             f"{name} must be a positive, finite number of seconds, got {value!r}"
         )
     return float(value)
+
+
+def check_count(name: str, value: object, *, minimum: int = 1) -> int:
+    """Check a whole-number option (a pool size, a number of retries): an integer of at least
+    ``minimum`` (a string of digits too, as URL query options are strings).
+
+    Raises:
+        ConfigurationError: Naming the option, the rule and the value given.
+    """
+    rule = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise ConfigurationError(f"{name} must be {rule}, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be {rule}, got {value!r}")
+    return value
 
 
 def driver_timeout(name: str, value: object, timeout: float) -> float:

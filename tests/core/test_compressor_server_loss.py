@@ -6,11 +6,14 @@ import asyncio
 from typing import Any
 
 import pytest
+from slimcache_redis import RedisStore
+from slimcache_s3 import S3Store
 
 from slimcache import KeepMessages, MessageThreshold, StoreError, SummarizeCompressor
 from tests.fakes import RecordingSummarizer, chat
-from tests.servers.redis_server import RedisServer, RedisStoreFactory
-from tests.servers.s3_server import S3Server, S3StoreFactory
+from tests.servers.redis_server import RedisServer
+from tests.servers.s3_server import S3Server
+from tests.servers.store_factories import StoreFactoryOf
 
 
 def compressor(summarizer: RecordingSummarizer, store: Any, **options: Any) -> SummarizeCompressor:
@@ -45,10 +48,10 @@ async def run_outage(server: Any, store: Any) -> None:
 
 
 async def test_redis_outage(
-    redis_server: RedisServer, redis_store_factory: RedisStoreFactory
+    redis_server: RedisServer, redis_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     await run_outage(redis_server, await redis_store_factory())
 
 
-async def test_s3_outage(s3_server: S3Server, s3_store_factory: S3StoreFactory) -> None:
+async def test_s3_outage(s3_server: S3Server, s3_store_factory: StoreFactoryOf[S3Store]) -> None:
     await run_outage(s3_server, await s3_store_factory())

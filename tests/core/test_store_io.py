@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 import pytest
+from slimcache_redis import RedisStore
 
 from slimcache import (
     KeepMessages,
@@ -29,7 +30,7 @@ from slimcache.stores import SupportsCallTimeout
 from slimcache.stores.protocol import call_bound
 from slimcache.stores.toolkit import translate_errors
 from tests.fakes import CountingStore, RecordingSummarizer, chat
-from tests.servers.redis_server import RedisStoreFactory
+from tests.servers.store_factories import StoreFactoryOf
 
 
 class Stated(CountingStore):
@@ -259,7 +260,7 @@ async def test_a_range_read_once_is_not_read_again_for_an_earlier_point() -> Non
 
 @pytest.mark.servers
 async def test_on_redis_an_earlier_point_is_one_read_once_its_range_was_read(
-    redis_store_factory: RedisStoreFactory,
+    redis_store_factory: StoreFactoryOf[RedisStore],
 ) -> None:
     prefix = f"known:{uuid.uuid4().hex}:"
     stores = (await redis_store_factory(prefix=prefix), await redis_store_factory(prefix=prefix))

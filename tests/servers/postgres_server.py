@@ -18,8 +18,8 @@ Fixtures:
         ``postgresql+asyncpg://`` URL, ``dsn`` a plain ``postgresql://`` one; ``stop()`` and
         ``start()`` take it down and bring it back on the same port and data; ``freeze()``
         and ``thaw()`` stop and resume all its processes (SIGSTOP / SIGCONT).
-    postgres_store_factory: ``await make(**options)`` returns a ``SQLStore`` on its own fresh
-        table (``t_<uuid hex>``); every store made is closed at teardown.
+
+Its stores: ``postgres_store_factory`` (:mod:`tests.servers.store_factories`).
 """
 
 from __future__ import annotations
@@ -35,21 +35,16 @@ import socket
 import subprocess
 import tempfile
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
-import pytest_asyncio
-from slimcache_sql import SQLStore
 
 __all__ = [
     "PostgresServer",
-    "PostgresStoreFactory",
     "find_postgres_bindir",
     "postgres_server",
-    "postgres_store_factory",
 ]
 
 _TOOLS = ("initdb", "pg_ctl", "postgres")
@@ -379,32 +374,3 @@ def postgres_server() -> Iterator[PostgresServer]:
     finally:
         server.close()
         atexit.unregister(server.close)
-
-
-class PostgresStoreFactory(Protocol):
-    """The callable :func:`postgres_store_factory` yields."""
-
-    async def __call__(self, **options: Any) -> SQLStore:
-        """Open a store on a fresh table; ``options`` go to ``SQLStore.from_url``."""
-        ...
-
-
-@pytest_asyncio.fixture
-async def postgres_store_factory(
-    postgres_server: PostgresServer,
-) -> AsyncIterator[PostgresStoreFactory]:
-    """``await make(**options)``: a ``SQLStore`` on a new table of the session's server.
-
-    Options go to :meth:`SQLStore.from_url`; ``table`` defaults to a fresh ``t_<uuid hex>``.
-    """
-    stores: list[SQLStore] = []
-
-    async def make(**options: Any) -> SQLStore:
-        options.setdefault("table", f"t_{uuid.uuid4().hex}")
-        store = SQLStore.from_url(postgres_server.url, **options)
-        stores.append(store)
-        return store
-
-    yield make
-    for store in stores:
-        await store.aclose()

@@ -20,8 +20,8 @@ Fixtures:
         ``stop()`` / ``start()``), ``url`` (``redis+cluster://127.0.0.1:<p1>,...``),
         ``addresses`` (``"127.0.0.1:<p1>,127.0.0.1:<p2>,127.0.0.1:<p3>"``), ``client()`` (a new
         ``redis.asyncio.RedisCluster``) and ``node_for_slot(slot)``.
-    redis_cluster_store_factory: Async ``make(**options) -> RedisStore`` on the cluster; every
-        store gets a unique key prefix unless ``prefix`` is given, and is closed at teardown.
+
+Its stores: ``redis_cluster_store_factory`` (:mod:`tests.servers.store_factories`).
 """
 
 from __future__ import annotations
@@ -31,26 +31,21 @@ import shutil
 import socket
 import tempfile
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
-import pytest_asyncio
 import redis
 import redis.asyncio
 from redis.asyncio.cluster import ClusterNode
-from slimcache_redis import RedisStore
 
 from tests.servers.redis_server import RedisServer, find_redis_server
 
 __all__ = [
     "ClusterNodeServer",
     "RedisClusterServers",
-    "RedisClusterStoreFactory",
     "redis_cluster",
-    "redis_cluster_store_factory",
 ]
 
 HASH_SLOTS = 16384
@@ -302,29 +297,3 @@ def redis_cluster() -> Iterator[RedisClusterServers]:
             cluster.stop()
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-class RedisClusterStoreFactory(Protocol):
-    """The callable :func:`redis_cluster_store_factory` yields."""
-
-    async def __call__(self, **options: Any) -> RedisStore:
-        """Open a fresh store on the test cluster; ``options`` go to ``RedisStore.from_url``."""
-        ...
-
-
-@pytest_asyncio.fixture
-async def redis_cluster_store_factory(
-    redis_cluster: RedisClusterServers,
-) -> AsyncIterator[RedisClusterStoreFactory]:
-    """Make stores on the session cluster, each under its own key prefix; close them after."""
-    made: list[RedisStore] = []
-
-    async def make(**options: Any) -> RedisStore:
-        options.setdefault("prefix", f"slimcache-test:{uuid.uuid4().hex}:")
-        store = RedisStore.from_url(redis_cluster.url, **options)
-        made.append(store)
-        return store
-
-    yield make
-    for store in made:
-        await store.aclose()

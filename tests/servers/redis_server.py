@@ -10,8 +10,8 @@ Fixtures:
         ``start()`` and ``freeze()`` / ``thaw()`` (SIGSTOP / SIGCONT of ``pid``) for fault
         tests. ``stop()`` saves the data set before shutting down and ``start()`` reloads it,
         on the same port and socket.
-    redis_store_factory: Async ``make(**options) -> RedisStore``; every store gets a unique
-        key prefix unless ``prefix`` is given, and is closed at teardown.
+
+Its stores: ``redis_store_factory`` (:mod:`tests.servers.store_factories`).
 """
 
 from __future__ import annotations
@@ -21,26 +21,20 @@ import socket
 import subprocess
 import tempfile
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
 
 import pytest
-import pytest_asyncio
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from slimcache_redis import RedisStore
 
 from tests.servers import ServerProcess
 
 __all__ = [
     "RedisServer",
-    "RedisStoreFactory",
     "find_redis_server",
     "redis_server",
-    "redis_store_factory",
 ]
 
 _START_TIMEOUT = 20.0
@@ -222,27 +216,3 @@ def redis_server() -> Iterator[RedisServer]:
             server.stop(save=False)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-class RedisStoreFactory(Protocol):
-    """The callable :func:`redis_store_factory` yields."""
-
-    async def __call__(self, **options: Any) -> RedisStore:
-        """Open a fresh store on the test server; ``options`` go to ``RedisStore.from_url``."""
-        ...
-
-
-@pytest_asyncio.fixture
-async def redis_store_factory(redis_server: RedisServer) -> AsyncIterator[RedisStoreFactory]:
-    """Make stores on the session server, each under its own key prefix; close them after."""
-    made: list[RedisStore] = []
-
-    async def make(**options: Any) -> RedisStore:
-        options.setdefault("prefix", f"slimcache-test:{uuid.uuid4().hex}:")
-        store = RedisStore.from_url(redis_server.url, **options)
-        made.append(store)
-        return store
-
-    yield make
-    for store in made:
-        await store.aclose()

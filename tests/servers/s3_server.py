@@ -18,14 +18,12 @@ Fixtures:
         credentials), ``client()`` (a new boto3 S3 client), ``create_bucket()``, and
         ``stop()`` / ``start()`` and ``freeze()`` / ``thaw()`` (SIGSTOP / SIGCONT)
         for fault tests.
-    s3_store_factory: Async ``make(**options) -> S3Store``; every store gets a bucket of its
-        own, created before use, unless ``bucket`` is given. Other options go to
-        ``S3Store.from_url``. Every store is closed at teardown.
+
+Its stores: ``s3_store_factory`` (:mod:`tests.servers.store_factories`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -37,15 +35,13 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
-import pytest_asyncio
 from botocore.config import Config
-from slimcache_s3 import S3Store
 
 from tests.servers import ServerProcess
 
@@ -54,9 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "S3Server",
-    "S3StoreFactory",
     "s3_server",
-    "s3_store_factory",
     "unique_bucket_name",
 ]
 
@@ -252,33 +246,3 @@ def s3_server() -> Iterator[S3Server]:
             server.stop()
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-class S3StoreFactory(Protocol):
-    """The callable :func:`s3_store_factory` yields."""
-
-    async def __call__(self, **options: Any) -> S3Store:
-        """Open a fresh store on the test server; ``options`` go to ``S3Store.from_url``."""
-        ...
-
-
-@pytest_asyncio.fixture
-async def s3_store_factory(s3_server: S3Server) -> AsyncIterator[S3StoreFactory]:
-    """Make stores on the session server, each in a new bucket of its own; close them after."""
-    made: list[S3Store] = []
-
-    async def make(**options: Any) -> S3Store:
-        bucket = options.pop("bucket", None)
-        if bucket is None:
-            bucket = await asyncio.to_thread(s3_server.create_bucket)
-        for name, value in s3_server.client_options.items():
-            options.setdefault(name, value)
-        # The store's timeout (5 s unless given) bounds every call, so a dead endpoint fails a
-        # test quickly; the client's connect and read timeouts are derived from it.
-        store = S3Store.from_url(f"s3://{bucket}", **options)
-        made.append(store)
-        return store
-
-    yield make
-    for store in made:
-        await store.aclose()

@@ -13,6 +13,7 @@ from slimcache.stores import (
     BoundedStore,
     CallBoundedStore,
     SupportsCallTimeout,
+    check_count,
     driver_timeout,
 )
 
@@ -162,3 +163,16 @@ def test_a_driver_timeout_defaults_to_half_the_bound_and_never_exceeds_it() -> N
         driver_timeout("busy_timeout", 6, 5.0)
     with pytest.raises(ConfigurationError, match="socket_timeout must be a number of seconds"):
         driver_timeout("socket_timeout", "soon", 5.0)
+
+
+def test_a_count_option_takes_digits_and_names_its_rule() -> None:
+    assert check_count("pool_size", 3) == 3
+    assert check_count("pool_size", "3") == 3  # as a URL's query gives it
+    assert check_count("max_attempts", "0", minimum=0) == 0
+    with pytest.raises(ConfigurationError, match="pool_size must be a positive integer, got 'x'"):
+        check_count("pool_size", "x")
+    for bad in (0, -1, True, 1.5, None, "1.5"):
+        with pytest.raises(ConfigurationError, match="pool_size must be a positive integer, got"):
+            check_count("pool_size", bad)
+    with pytest.raises(ConfigurationError, match="tries must be an integer of at least 0, got -1"):
+        check_count("tries", "-1", minimum=0)

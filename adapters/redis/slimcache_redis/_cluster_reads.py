@@ -32,7 +32,6 @@ from typing import Any
 
 import redis.asyncio
 from redis.asyncio.cluster import ClusterNode, PipelineCommand
-from redis.client import NEVER_DECODE
 from redis.exceptions import (
     AskError,
     ClusterDownError,
@@ -44,13 +43,10 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from slimcache_redis._commands import RAW
 from slimcache_redis._reads import FAILED, CoalescedReads, Pending, bounded, for_batch
 
 __all__ = ["ClusterReads"]
-
-# Replies as bytes whatever the client's decode_responses: a node parses each command of a
-# pipeline with that command's own options.
-_RAW = {NEVER_DECODE: True}
 
 # Failures of a read that the cluster client's own path handles: a redirection (MovedError is
 # an AskError), a slot being migrated, a cluster failing over, a node that could not be reached.
@@ -190,7 +186,7 @@ class ClusterReads(CoalescedReads):
         """Each read sent on its own through the cluster client (redirections, retries), all
         at once; a value or the error of each."""
         client: Any = self._cluster  # redis-py's execute_command is untyped
-        sent = [client.execute_command(*command, **_RAW) for command, _ in reads]
+        sent = [client.execute_command(*command, **RAW) for command, _ in reads]
         if len(sent) == 1:
             try:
                 return [await sent[0]]
@@ -203,9 +199,9 @@ class ClusterReads(CoalescedReads):
 async def _pipeline(node: ClusterNode, commands: list[tuple[Any, ...]]) -> list[Any]:
     """``commands`` sent to ``node`` as one pipeline, on one of its connections; a reply or the
     error of each (a failed connection is the error of all)."""
-    sent = [
-        PipelineCommand(position, *command, **_RAW) for position, command in enumerate(commands)
-    ]
+    # Replies as bytes whatever the client's decode_responses: a node parses each command of a
+    # pipeline with that command's own options.
+    sent = [PipelineCommand(position, *command, **RAW) for position, command in enumerate(commands)]
     try:
         await node.execute_pipeline(sent)
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:

@@ -16,12 +16,12 @@ from typing import Any
 
 import redis.asyncio
 from redis.asyncio.cluster import PipelineCommand
-from redis.client import NEVER_DECODE
 from redis.exceptions import AskError, ClusterDownError, TryAgainError
+
+from slimcache_redis._commands import RAW
 
 __all__ = ["cluster_transaction"]
 
-_RAW = {NEVER_DECODE: True}
 
 # The node did not take the commands for the slot (MovedError is an AskError).
 _ELSEWHERE = (AskError, TryAgainError, ClusterDownError)
@@ -46,8 +46,8 @@ async def cluster_transaction(
     node = client.nodes_manager.get_node_from_slot(client.keyslot(name))
     sent = [
         PipelineCommand(0, "MULTI"),
-        *(PipelineCommand(number, *command, **_RAW) for number, command in enumerate(commands, 1)),
-        PipelineCommand(len(commands) + 1, "EXEC", **_RAW),
+        *(PipelineCommand(number, *command, **RAW) for number, command in enumerate(commands, 1)),
+        PipelineCommand(len(commands) + 1, "EXEC", **RAW),
     ]
     await node.execute_pipeline(sent)
     if any(isinstance(command.result, _ELSEWHERE) for command in sent):
@@ -68,6 +68,6 @@ async def _through_the_client(
 ) -> list[Any]:
     pipe = client.pipeline(transaction=True)
     for command in commands:
-        pipe.execute_command(*command, **_RAW)
+        pipe.execute_command(*command, **RAW)
     replies: list[Any] = await pipe.execute()
     return replies

@@ -18,12 +18,11 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar, cast
 
 import redis.asyncio
-from redis.client import NEVER_DECODE
+
+from slimcache_redis._commands import RAW
 
 __all__ = ["FAILED", "CoalescedReads", "Pending", "bounded", "fail", "for_batch"]
 
-# Replies as bytes whatever the client's decode_responses (see the store).
-_RAW = {NEVER_DECODE: True}
 
 # asyncio.timeout_at (Python 3.11+); before it, the pipeline is bounded with wait_for.
 _TIMEOUT_AT: Any = getattr(asyncio, "timeout_at", None)
@@ -87,7 +86,7 @@ class CoalescedReads:
 
     async def _direct(self, command: tuple[Any, ...]) -> Any:
         """``command`` sent on its own, raw bytes back."""
-        return await self._client.execute_command(*command, **_RAW)
+        return await self._client.execute_command(*command, **RAW)
 
     async def _send(self, batch: Pending, deadline: float) -> None:
         await self._settle(batch, deadline, self._replies(batch))
@@ -112,10 +111,10 @@ class CoalescedReads:
 
     async def _replies(self, batch: Pending) -> list[Any]:
         if len(batch) == 1:
-            return [await self._client.execute_command(*batch[0][0], **_RAW)]
+            return [await self._client.execute_command(*batch[0][0], **RAW)]
         pipe = self._client.pipeline(transaction=False)
         for command, _ in batch:
-            pipe.execute_command(*command, **_RAW)
+            pipe.execute_command(*command, **RAW)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 

@@ -4,30 +4,19 @@ One class serves a single Redis server and a Redis Cluster: on a cluster, keys a
 per thread (see :mod:`slimcache_redis._cluster`), batch reads are split by hash slot, and the
 reads of one turn of the event loop go out as one pipeline per node
 (:mod:`slimcache_redis._cluster_reads`).
+
+This module holds the store's operations; :mod:`slimcache_redis._url` reads a URL and its
+options into a client, and :mod:`slimcache_redis._commands` writes the commands and scripts
+the operations send.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio
-from redis.asyncio.cluster import ClusterNode
-from redis.asyncio.connection import (
-    URL_QUERY_ARGUMENT_PARSERS,
-    Connection,
-    SSLConnection,
-    UnixDomainSocketConnection,
-    parse_url,
-)
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.client import NEVER_DECODE
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -35,239 +24,41 @@ from slimcache import ConfigurationError
 from slimcache.stores import (
     DEFAULT_STORE_TIMEOUT,
     CallBoundedStore,
-    CompareAndDeleteOp,
-    CompareAndSetOp,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
     SetOp,
     StoreOp,
     check_ops,
-    check_seconds,
-    combine_options,
     decode_value,
-    driver_timeout,
-    positive_int,
-    redact_url,
-    reject_unknown_options,
     run_op,
-    validate_ttl,
 )
-from slimcache_redis._cluster import cluster_key, defeats_hash_tags, parse_cluster_nodes
+from slimcache_redis._cluster import cluster_key
 from slimcache_redis._cluster_reads import ClusterReads
 from slimcache_redis._cluster_transaction import cluster_transaction
+from slimcache_redis._commands import (
+    COMPARE_AND_DELETE,
+    COMPARE_AND_SET,
+    RAW,
+    REPLACEMENT,
+    check_str,
+    compare_and_set_args,
+    encode,
+    expected_of,
+    transaction_command,
+    ttl_ms,
+)
 from slimcache_redis._reads import CoalescedReads
+from slimcache_redis._url import check_prefix, client_from_url
 
 __all__ = ["RedisStore"]
 
 _T = TypeVar("_T")
 
-_SCHEMES = ("redis", "rediss", "unix")
-_CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
-
-# Redis rejects an expiry whose absolute time overflows a signed 64-bit count of milliseconds;
-# anything past this bound (about 146 million years) is refused before reaching the server.
-_MAX_TTL_MS = 2**62
-
-# Values are UTF-8 on the wire. "surrogatepass" lets every Python str round-trip exactly,
-# including lone surrogates, which strict UTF-8 cannot encode. Bytes some other program wrote
-# that are not UTF-8 read back with replacement characters (decode_value), never as an error.
-_ENCODING = "utf-8"
-_ERRORS = "surrogatepass"
-_REPLACEMENT = "\ufffd"
-
-# Reads ask redis-py for raw bytes even from a client built with decode_responses=True, so
-# that such a client cannot fail on bytes that are not UTF-8: the store decodes them itself.
-_RAW = {NEVER_DECODE: True}
-
 # Errors raised by redis-py (and by the socket layer beneath it) that mean the store failed.
 # asyncio.TimeoutError is a separate class before Python 3.11. RedisClusterException (a
 # cluster that cannot be reached, a slot no node serves) does not derive from RedisError.
 _DRIVER_ERRORS = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError, UnicodeError)
-
-# KEYS[1]: the key. ARGV[1]: "1" when the key must hold ARGV[2], "0" when it must hold nothing
-# (Redis has already dropped an expired key). ARGV[3]: the new value. ARGV[4]: PX milliseconds,
-# or "" for no expiry.
-_COMPARE_AND_SET = """
-local current = redis.call('GET', KEYS[1])
-if ARGV[1] == '1' then
-  if current ~= ARGV[2] then return 0 end
-elseif current then
-  return 0
-end
-if ARGV[4] == '' then
-  redis.call('SET', KEYS[1], ARGV[3])
-else
-  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
-end
-return 1
-"""
-
-# KEYS[1]: the key. ARGV[1]: the value it must hold to be deleted.
-_COMPARE_AND_DELETE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-
-def _default_retry() -> Retry:
-    # One quick retry replaces a pooled connection that went stale (server restarted, idle
-    # link dropped) without the caller noticing. A timeout is not retried: that would double
-    # the time a call may take, and a server that does not answer now will not a moment later.
-    return Retry(
-        ExponentialBackoff(cap=0.2, base=0.02), retries=1, supported_errors=(RedisConnectionError,)
-    )
-
-
-def _check_prefix(prefix: object, *, cluster: bool = False) -> str:
-    if not isinstance(prefix, str):
-        raise ConfigurationError(f"prefix must be a string, got {type(prefix).__name__}")
-    if cluster and defeats_hash_tags(prefix):
-        raise ConfigurationError(
-            f"prefix {prefix!r} holds an empty hash tag '{{}}': Redis Cluster would hash "
-            "whole keys and spread each thread's keys over many slots"
-        )
-    return prefix
-
-
-def _check_str(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise ConfigurationError(f"{name} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _expected(op: StoreOp) -> str:
-    """The value a compare operation expects, or ``""``."""
-    if isinstance(op, (CompareAndSetOp, CompareAndDeleteOp)):
-        return op.expected or ""
-    return ""
-
-
-def _compare_and_set_args(wanted: bytes | None, data: bytes, px: int | None) -> list[bytes]:
-    """ARGV of the compare-and-set script: whether a value is expected, it, the new value and
-    its TTL in milliseconds (empty for none)."""
-    expiry = b"" if px is None else str(px).encode()
-    if wanted is None:
-        return [b"0", b"", data, expiry]
-    return [b"1", wanted, data, expiry]
-
-
-def _ttl_ms(ttl: float | None) -> int | None:
-    seconds = validate_ttl(ttl)
-    if seconds is None:
-        return None
-    # Round up so a sub-millisecond TTL still expires (PX 0 is an error) and never early.
-    ms = max(1, math.ceil(seconds * 1000))
-    if ms > _MAX_TTL_MS:
-        raise ConfigurationError(f"ttl is too large for Redis, got {ttl!r} seconds")
-    return ms
-
-
-# Options of from_url that the store reads itself; every other query option goes to redis-py.
-_STORE_OPTIONS = (
-    "prefix",
-    "timeout",
-    "socket_timeout",
-    "socket_connect_timeout",
-    "max_connections",
-)
-
-
-def _known_url_options(scheme: str) -> frozenset[str]:
-    """Every query option a URL of ``scheme`` may hold: the store's, and those redis-py reads
-    (its URL parsers, and the connection's and, for a cluster, the cluster client's keywords).
-    """
-    connection: type = (
-        UnixDomainSocketConnection
-        if scheme == "unix"
-        else SSLConnection
-        if scheme.startswith("rediss")
-        else Connection
-    )
-    classes: list[type] = list(connection.__mro__)
-    if scheme in _CLUSTER_SCHEMES:
-        classes.append(redis.asyncio.RedisCluster)
-    names = set(_STORE_OPTIONS) | set(URL_QUERY_ARGUMENT_PARSERS)
-    for cls in classes:
-        init = vars(cls).get("__init__")
-        if init is None:
-            continue
-        for parameter in inspect.signature(init).parameters.values():
-            if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-                names.add(parameter.name)
-    names.discard("self")
-    return frozenset(names)
-
-
-def _split_query(url: str) -> tuple[str, dict[str, str]]:
-    """Return ``url`` without the options the store reads, and every query option it had.
-
-    The other options stay in the URL, for redis-py to parse as it does.
-    """
-    parts = urlsplit(url)
-    options: dict[str, str] = {}
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in options:
-            raise ConfigurationError(
-                f"option {name!r} appears more than once in {redact_url(url)!r}"
-            )
-        options[name] = value
-    rest = urlencode(
-        [(name, value) for name, value in options.items() if name not in _STORE_OPTIONS]
-    )
-    return urlunsplit(parts._replace(query=rest)), options
-
-
-def _max_connections(value: object) -> int:
-    if isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"max_connections must be a positive integer, got {value!r}"
-            ) from None
-    return positive_int("max_connections", value)
-
-
-def _cluster_client(
-    url: str, client_url: str, options: dict[str, Any]
-) -> redis.asyncio.RedisCluster:
-    """Build the cluster client of a ``redis+cluster://`` or ``rediss+cluster://`` URL.
-
-    ``client_url`` is ``url`` without the store's own options; its other query options are
-    parsed by redis-py, as for a single server.
-    """
-    parts = urlsplit(client_url)
-    if parts.path not in ("", "/", "/0"):
-        raise ConfigurationError(
-            f"a Redis Cluster has only database 0; {redact_url(url)!r} "
-            f"names {parts.path.lstrip('/')!r}"
-        )
-    userinfo, nodes = parse_cluster_nodes(parts.netloc, url)
-    base = "rediss" if parts.scheme.lower().startswith("rediss") else "redis"
-    # redis-py reads credentials and typed query options from a one-node URL; the nodes
-    # themselves go in as startup nodes.
-    try:
-        parsed: dict[str, Any] = dict(
-            parse_url(urlunsplit((base, f"{userinfo}localhost", "", parts.query, "")))
-        )
-    except ValueError as exc:
-        raise ConfigurationError(
-            f"invalid Redis URL or option for {redact_url(url)!r}: {exc}"
-        ) from exc
-    for name in ("host", "port"):
-        parsed.pop(name, None)
-    if parsed.pop("connection_class", None) is SSLConnection:
-        parsed["ssl"] = True
-    startup = [ClusterNode(host, port) for host, port in nodes]
-    try:
-        return redis.asyncio.RedisCluster(startup_nodes=startup, **parsed, **options)
-    except (ValueError, TypeError, RedisClusterException) as exc:
-        raise ConfigurationError(
-            f"invalid Redis URL or option for {redact_url(url)!r}: {exc}"
-        ) from exc
 
 
 async def _gather_all(calls: Sequence[Awaitable[_T]]) -> list[_T]:
@@ -347,7 +138,7 @@ class RedisStore(CallBoundedStore):
         self._client = client
         self._cluster = isinstance(client, redis.asyncio.RedisCluster)
         self._discovery = asyncio.Lock()
-        self._prefix = _check_prefix(prefix, cluster=self._cluster)
+        self._prefix = check_prefix(prefix, cluster=self._cluster)
         self._owns_client = bool(owns_client)
         # A transaction's replies are decoded by the client whatever a command asks for, so a
         # client built with decode_responses=True runs batches one call at a time (see batch).
@@ -361,8 +152,8 @@ class RedisStore(CallBoundedStore):
         elif self._raw_transactions:
             self._reads = CoalescedReads(client, self._timeout)
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
-        self._compare_and_set = client.register_script(_COMPARE_AND_SET)
-        self._compare_and_delete = client.register_script(_COMPARE_AND_DELETE)
+        self._compare_and_set = client.register_script(COMPARE_AND_SET)
+        self._compare_and_delete = client.register_script(COMPARE_AND_DELETE)
 
     @classmethod
     def from_url(
@@ -409,50 +200,18 @@ class RedisStore(CallBoundedStore):
                 given both in the URL and as a keyword argument. Messages show the URL with
                 its password hidden.
         """
-        if not isinstance(url, str):
-            raise ConfigurationError(f"url must be a string, got {type(url).__name__}")
-        scheme = urlsplit(url).scheme.lower()
-        if scheme not in _SCHEMES + _CLUSTER_SCHEMES:
-            raise ConfigurationError(
-                "url must start with redis://, rediss://, unix://, redis+cluster:// or "
-                f"rediss+cluster://, got {redact_url(url)!r}"
-            )
-        client_url, url_options = _split_query(url)
-        reject_unknown_options(url, url_options, _known_url_options(scheme))
-        keywords: dict[str, Any] = {
-            "prefix": prefix,
-            "timeout": timeout,
-            "socket_timeout": socket_timeout,
-            "socket_connect_timeout": socket_connect_timeout,
-            "max_connections": max_connections,
-            **client_options,
-        }
-        merged = combine_options(url, url_options, keywords)
-        bound = check_seconds("timeout", merged.get("timeout", DEFAULT_STORE_TIMEOUT))
-        assert bound is not None
-        options: dict[str, Any] = {"retry": _default_retry()}
-        options.update(
-            (name, value)
-            for name, value in merged.items()
-            if name not in _STORE_OPTIONS and name not in url_options
+        opened = client_from_url(
+            url,
+            {
+                "prefix": prefix,
+                "timeout": timeout,
+                "socket_timeout": socket_timeout,
+                "socket_connect_timeout": socket_connect_timeout,
+                "max_connections": max_connections,
+                **client_options,
+            },
         )
-        for name in ("socket_timeout", "socket_connect_timeout"):
-            options[name] = driver_timeout(name, merged.get(name), bound)
-        if "max_connections" in merged:
-            options["max_connections"] = _max_connections(merged["max_connections"])
-        cluster = scheme in _CLUSTER_SCHEMES
-        store_prefix = _check_prefix(merged.get("prefix", ""), cluster=cluster)
-        client: redis.asyncio.Redis | redis.asyncio.RedisCluster
-        if cluster:
-            client = _cluster_client(url, client_url, options)
-        else:
-            try:
-                client = redis.asyncio.Redis.from_url(client_url, **options)
-            except (ValueError, TypeError) as exc:
-                raise ConfigurationError(
-                    f"invalid Redis URL or option for {redact_url(url)!r}: {exc}"
-                ) from exc
-        return cls(client, prefix=store_prefix, owns_client=True, timeout=bound)
+        return cls(opened.client, prefix=opened.prefix, owns_client=True, timeout=opened.timeout)
 
     @property
     def client(self) -> Any:
@@ -474,10 +233,14 @@ class RedisStore(CallBoundedStore):
         return self._prefix
 
     def _key(self, key: str) -> bytes:
-        name = _check_str("key", key)
+        name = check_str("key", key)
         if self._cluster:
             name = cluster_key(name)
-        return (self._prefix + name).encode(_ENCODING, _ERRORS)
+        return encode(self._prefix + name)
+
+    def _write(self, key: str, value: str, ttl: float | None) -> tuple[bytes, bytes, int | None]:
+        """Check a write: the Redis key, the value as sent and the TTL in milliseconds."""
+        return self._key(key), encode(check_str("value", value)), ttl_ms(ttl)
 
     def _decode(self, raw: bytes | None, key: str) -> str | None:
         if raw is None:
@@ -486,7 +249,7 @@ class RedisStore(CallBoundedStore):
 
     def _raw(self, *command: bytes | str) -> Awaitable[Any]:
         """Send ``command``, its reply left as bytes whatever the client's decode_responses."""
-        reply: Awaitable[Any] = self._client.execute_command(*command, **_RAW)
+        reply: Awaitable[Any] = self._client.execute_command(*command, **RAW)
         return reply
 
     async def _stored_form(self, name: bytes, key: str, expected: str) -> bytes:
@@ -495,8 +258,8 @@ class RedisStore(CallBoundedStore):
         A value holding U+FFFD may be how :meth:`get` showed bytes that are not UTF-8; the
         compare must then be against those very bytes, or no caller could ever replace them.
         """
-        encoded = expected.encode(_ENCODING, _ERRORS)
-        if _REPLACEMENT not in expected:
+        encoded = encode(expected)
+        if REPLACEMENT not in expected:
             return encoded
         raw = await self._raw("GET", name)
         if isinstance(raw, bytes) and self._decode(raw, key) == expected:
@@ -622,9 +385,7 @@ class RedisStore(CallBoundedStore):
             ConfigurationError: ``ttl`` is not a positive number of seconds.
             StoreError: Redis could not be reached or refused the command.
         """
-        name = self._key(key)
-        data = _check_str("value", value).encode(_ENCODING, _ERRORS)
-        px = _ttl_ms(ttl)
+        name, data, px = self._write(key, value, ttl)
         self.check_open("SET")
         await self._call("SET", f"key {key!r}", lambda: self._client.set(name, data, px=px))
 
@@ -638,9 +399,7 @@ class RedisStore(CallBoundedStore):
             ConfigurationError: ``ttl`` is not a positive number of seconds.
             StoreError: Redis could not be reached or refused the command.
         """
-        name = self._key(key)
-        data = _check_str("value", value).encode(_ENCODING, _ERRORS)
-        px = _ttl_ms(ttl)
+        name, data, px = self._write(key, value, ttl)
         self.check_open("SET NX")
         written = await self._call(
             "SET NX", f"key {key!r}", lambda: self._client.set(name, data, px=px, nx=True)
@@ -663,16 +422,14 @@ class RedisStore(CallBoundedStore):
                 ``expected`` is not a string.
             StoreError: Redis could not be reached or refused the command.
         """
-        name = self._key(key)
-        data = _check_str("value", value).encode(_ENCODING, _ERRORS)
-        px = _ttl_ms(ttl)
+        name, data, px = self._write(key, value, ttl)
         if expected is not None:
-            _check_str("expected", expected)
+            check_str("expected", expected)
         self.check_open("compare-and-set")
 
         async def compare_and_set() -> Any:
             wanted = None if expected is None else await self._stored_form(name, key, expected)
-            args = _compare_and_set_args(wanted, data, px)
+            args = compare_and_set_args(wanted, data, px)
             return await self._compare_and_set(keys=[name], args=args)
 
         written = await self._call("compare-and-set", f"key {key!r}", compare_and_set)
@@ -691,7 +448,7 @@ class RedisStore(CallBoundedStore):
             StoreError: Redis could not be reached or refused the command.
         """
         name = self._key(key)
-        _check_str("expected", expected)
+        check_str("expected", expected)
         self.check_open("compare-and-delete")
 
         async def compare_and_delete() -> Any:
@@ -720,7 +477,7 @@ class RedisStore(CallBoundedStore):
             StoreError: Redis could not be reached or refused a command.
         """
         checked = check_ops(ops)
-        commands = [self._command(op) for op in checked]
+        commands = [transaction_command(self._key(op.key), op) for op in checked]
         if not checked:
             return []
         self.check_open("MULTI/EXEC")
@@ -728,7 +485,7 @@ class RedisStore(CallBoundedStore):
         if (
             not self._raw_transactions
             or not self._one_slot(checked)
-            or any(_REPLACEMENT in _expected(op) for op in checked)
+            or any(REPLACEMENT in expected_of(op) for op in checked)
         ):
 
             async def one_by_one() -> list[Any]:
@@ -743,7 +500,7 @@ class RedisStore(CallBoundedStore):
                 return await cluster_transaction(client, self._key(checked[0].key), commands)
             pipe = client.pipeline(transaction=True)
             for command in commands:
-                pipe.execute_command(*command, **_RAW)
+                pipe.execute_command(*command, **RAW)
             replies: list[Any] = await pipe.execute()
             return replies
 
@@ -757,24 +514,6 @@ class RedisStore(CallBoundedStore):
         if not isinstance(client, redis.asyncio.RedisCluster):
             return True
         return len({client.keyslot(self._key(op.key)) for op in ops}) == 1
-
-    def _command(self, op: StoreOp) -> tuple[bytes | str | int, ...]:
-        """The Redis command carrying out ``op`` (already checked by ``check_ops``)."""
-        name = self._key(op.key)
-        if isinstance(op, GetOp):
-            return ("GET", name)
-        if isinstance(op, DeleteOp):
-            return ("DEL", name)
-        if isinstance(op, CompareAndDeleteOp):
-            return ("EVAL", _COMPARE_AND_DELETE, 1, name, op.expected.encode(_ENCODING, _ERRORS))
-        data = op.value.encode(_ENCODING, _ERRORS)
-        px = _ttl_ms(op.ttl)
-        if isinstance(op, CompareAndSetOp):
-            wanted = None if op.expected is None else op.expected.encode(_ENCODING, _ERRORS)
-            return ("EVAL", _COMPARE_AND_SET, 1, name, *_compare_and_set_args(wanted, data, px))
-        expires = () if px is None else ("PX", px)
-        condition = ("NX",) if isinstance(op, SetIfAbsentOp) else ()
-        return ("SET", name, data, *condition, *expires)
 
     def _result(self, op: StoreOp, reply: Any) -> Any:
         if isinstance(op, GetOp):

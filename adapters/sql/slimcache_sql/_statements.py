@@ -47,6 +47,10 @@ __all__ = [
     "Steps",
     "Work",
     "build_statements",
+    "count_of",
+    "no_result",
+    "no_steps",
+    "one_row",
     "steps_of",
 ]
 
@@ -100,6 +104,34 @@ def steps_of(work: Work[_T]) -> Steps[_T]:
 def _one_step(work: OneStep[_T]) -> Steps[_T]:
     answer = yield work.query
     return work.finish(answer)
+
+
+def no_steps() -> Steps[None]:
+    """Work taking no step (``SQLStore.setup`` only makes sure the table exists)."""
+    yield from ()
+
+
+def no_result(query: Query) -> OneStep[None]:
+    """Work running ``query``, with no result."""
+    return OneStep(query, _none)
+
+
+def count_of(query: Query) -> OneStep[int]:
+    """Work running ``query``, answering how many rows it changed."""
+    return OneStep(query, int)
+
+
+def one_row(query: Query) -> OneStep[bool]:
+    """Work running ``query``, answering whether it changed exactly one row."""
+    return OneStep(query, _is_one)
+
+
+def _none(answer: object) -> None:
+    return None
+
+
+def _is_one(changed: int) -> bool:
+    return changed == 1
 
 
 @dataclass(frozen=True)

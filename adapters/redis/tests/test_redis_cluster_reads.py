@@ -21,11 +21,8 @@ from slimcache_redis._cluster import cluster_key
 
 from slimcache import StoreError, StoreTimeout
 from slimcache.stores import CompareAndSetOp, DeleteOp, GetOp, SetOp, StoreOp, ThreadKeys
-from tests.servers.redis_cluster import (
-    ClusterNodeServer,
-    RedisClusterServers,
-    RedisClusterStoreFactory,
-)
+from tests.servers.redis_cluster import ClusterNodeServer, RedisClusterServers
+from tests.servers.store_factories import StoreFactoryOf
 
 # A guard against hangs, far above how long any of these operations should take.
 GUARD = 30.0
@@ -95,7 +92,7 @@ async def wait_for_cluster_ok(cluster: RedisClusterServers) -> None:
 
 @pytest.mark.servers
 async def test_concurrent_reads_over_every_node_each_get_their_own_value(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory()
     by_node = threads_by_node(redis_cluster, store, 20)
@@ -136,7 +133,7 @@ async def test_concurrent_reads_over_every_node_each_get_their_own_value(
 
 @pytest.mark.servers
 async def test_the_reads_of_one_turn_reach_a_node_as_one_pipeline(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory()
     threads = threads_by_node(redis_cluster, store, 50)[0]
@@ -157,7 +154,7 @@ async def test_the_reads_of_one_turn_reach_a_node_as_one_pipeline(
 @pytest.mark.servers
 @pytest.mark.timeout(120)
 async def test_a_frozen_node_fails_only_its_own_reads_of_the_turn_within_the_bound(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     # The freeze stays well under cluster-node-timeout (5 s), so the cluster never declares
     # the node failed; only the reads sent to it go unanswered.
@@ -204,7 +201,7 @@ async def test_a_frozen_node_fails_only_its_own_reads_of_the_turn_within_the_bou
 
 @pytest.mark.servers
 async def test_a_wrong_type_fails_only_its_own_read_of_a_pipeline(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory()
     threads = threads_by_node(redis_cluster, store, 4)[1]  # all on one node: one pipeline
@@ -263,7 +260,7 @@ def undo_moving(slot: int, source: ClusterNodeServer, target: ClusterNodeServer)
 @pytest.mark.servers
 @pytest.mark.timeout(120)
 async def test_reads_of_a_slot_being_moved_follow_ask_then_moved(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory()
     by_node = threads_by_node(redis_cluster, store, 3)
@@ -313,7 +310,7 @@ async def test_reads_of_a_slot_being_moved_follow_ask_then_moved(
 @pytest.mark.servers
 @pytest.mark.timeout(120)
 async def test_reads_do_not_wait_for_a_frozen_nodes_pipeline_out_before_them(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory(timeout=2.0)
     by_node = threads_by_node(redis_cluster, store, 1)
@@ -337,7 +334,7 @@ async def test_reads_do_not_wait_for_a_frozen_nodes_pipeline_out_before_them(
 @pytest.mark.servers
 async def test_a_threads_batch_is_one_transaction_on_its_node_and_fails_whole(
     redis_cluster: RedisClusterServers,
-    redis_cluster_store_factory: RedisClusterStoreFactory,
+    redis_cluster_store_factory: StoreFactoryOf[RedisStore],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     store = await redis_cluster_store_factory()

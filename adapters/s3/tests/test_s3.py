@@ -27,7 +27,8 @@ from slimcache_s3 import S3Store
 
 from slimcache import ConfigurationError, StoreError, open_store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
-from tests.servers.s3_server import S3Server, S3StoreFactory, unique_bucket_name
+from tests.servers.s3_server import S3Server, unique_bucket_name
+from tests.servers.store_factories import StoreFactoryOf
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -330,7 +331,7 @@ def test_a_key_never_collides_with_its_own_encoding(key: str) -> None:
 
 
 async def test_nasty_keys_round_trip_through_the_server(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client
+    s3_store_factory: StoreFactoryOf[S3Store], raw_client: S3Client
 ) -> None:
     store = await s3_store_factory()
     for key in NASTY_KEYS:
@@ -347,7 +348,7 @@ async def test_nasty_keys_round_trip_through_the_server(
     assert object_keys(raw_client, store.bucket) == []
 
 
-async def test_values_round_trip_exactly(s3_store_factory: S3StoreFactory) -> None:
+async def test_values_round_trip_exactly(s3_store_factory: StoreFactoryOf[S3Store]) -> None:
     store = await s3_store_factory()
     values = ["", "\n", "lone surrogate \udfff", "nul\x00", "é" * 100_000, "slimcache-s3/1 "]
     for index, value in enumerate(values):
@@ -356,7 +357,9 @@ async def test_values_round_trip_exactly(s3_store_factory: S3StoreFactory) -> No
 
 
 async def test_object_not_written_by_the_store_reads_as_its_content(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client, caplog: pytest.LogCaptureFixture
+    s3_store_factory: StoreFactoryOf[S3Store],
+    raw_client: S3Client,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = await s3_store_factory()
     raw_client.put_object(Bucket=store.bucket, Key=store.object_key("foreign"), Body=b"plain")
@@ -377,7 +380,7 @@ async def test_object_not_written_by_the_store_reads_as_its_content(
 
 
 async def test_value_bytes_that_are_not_utf8_after_the_header(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client
+    s3_store_factory: StoreFactoryOf[S3Store], raw_client: S3Client
 ) -> None:
     store = await s3_store_factory()
     header = b"slimcache-s3/1 " + b"0" * 32 + b"\n"
@@ -389,7 +392,7 @@ async def test_value_bytes_that_are_not_utf8_after_the_header(
 
 @pytest.mark.parametrize("expires_at", ["soon", "", "nan", "1e9999x"])
 async def test_malformed_expiry_metadata_means_no_expiry(
-    s3_store_factory: S3StoreFactory,
+    s3_store_factory: StoreFactoryOf[S3Store],
     raw_client: S3Client,
     caplog: pytest.LogCaptureFixture,
     expires_at: str,
@@ -414,7 +417,7 @@ async def test_malformed_expiry_metadata_means_no_expiry(
 
 
 async def test_ttl_is_kept_in_metadata_and_honoured_on_read(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client
+    s3_store_factory: StoreFactoryOf[S3Store], raw_client: S3Client
 ) -> None:
     store = await s3_store_factory()
     before = time.time()
@@ -433,7 +436,7 @@ async def test_ttl_is_kept_in_metadata_and_honoured_on_read(
 
 
 async def test_overwrite_without_ttl_drops_the_expiry(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client
+    s3_store_factory: StoreFactoryOf[S3Store], raw_client: S3Client
 ) -> None:
     store = await s3_store_factory()
     await store.set("k", "timed", ttl=100)
@@ -455,7 +458,7 @@ async def test_expiry_follows_the_clock(s3_server: S3Server) -> None:
 
 @pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "5"])
 async def test_bad_ttl_or_value_is_rejected_before_any_request(
-    s3_store_factory: S3StoreFactory, ttl: object
+    s3_store_factory: StoreFactoryOf[S3Store], ttl: object
 ) -> None:
     # The bucket does not exist: any request would end in StoreError, not ConfigurationError.
     store = await s3_store_factory(bucket=unique_bucket_name())
@@ -473,7 +476,7 @@ async def test_bad_ttl_or_value_is_rejected_before_any_request(
 
 
 async def test_set_if_absent_uses_conditional_writes(
-    s3_store_factory: S3StoreFactory,
+    s3_store_factory: StoreFactoryOf[S3Store],
 ) -> None:
     store = await s3_store_factory()
     assert await store.set_if_absent("k", "first") is True
@@ -485,7 +488,7 @@ async def test_set_if_absent_uses_conditional_writes(
 
 
 async def test_set_if_absent_race_has_exactly_one_winner(
-    s3_store_factory: S3StoreFactory,
+    s3_store_factory: StoreFactoryOf[S3Store],
 ) -> None:
     store = await s3_store_factory(max_pool_connections=50)
     results = await asyncio.wait_for(
@@ -514,7 +517,7 @@ async def test_set_if_absent_takes_over_an_expired_object(
 
 
 async def test_every_write_gets_its_own_etag(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client
+    s3_store_factory: StoreFactoryOf[S3Store], raw_client: S3Client
 ) -> None:
     # The takeover of an expired object is conditional on its ETag; were a fresh write of
     # the same value to repeat that ETag, a late writer could replace the fresh object.
@@ -573,7 +576,7 @@ def write_behind_the_store(store: S3Store, raw_client: S3Client, operation: str,
 
 
 async def test_compare_and_set_loses_to_a_write_after_its_read(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client
+    s3_store_factory: StoreFactoryOf[S3Store], raw_client: S3Client
 ) -> None:
     store = await s3_store_factory()
     await store.set("k", "v1")
@@ -585,7 +588,7 @@ async def test_compare_and_set_loses_to_a_write_after_its_read(
 
 
 async def test_compare_and_delete_loses_to_a_write_after_its_read(
-    s3_store_factory: S3StoreFactory, raw_client: S3Client
+    s3_store_factory: StoreFactoryOf[S3Store], raw_client: S3Client
 ) -> None:
     store = await s3_store_factory()
     await store.set("k", "lease")
@@ -634,7 +637,7 @@ async def test_get_many_keeps_order_and_reports_missing_and_expired(
 
 
 async def test_prefixes_isolate_stores_in_one_bucket(
-    s3_server: S3Server, s3_store_factory: S3StoreFactory, raw_client: S3Client
+    s3_server: S3Server, s3_store_factory: StoreFactoryOf[S3Store], raw_client: S3Client
 ) -> None:
     bucket = s3_server.create_bucket()
     root = await s3_store_factory(bucket=bucket, prefix="")
@@ -653,7 +656,7 @@ async def test_prefixes_isolate_stores_in_one_bucket(
     assert len(object_keys(raw_client, bucket)) == 6
 
 
-async def test_buckets_isolate_stores(s3_store_factory: S3StoreFactory) -> None:
+async def test_buckets_isolate_stores(s3_store_factory: StoreFactoryOf[S3Store]) -> None:
     left = await s3_store_factory(prefix="same/")
     right = await s3_store_factory(prefix="same/")
     assert left.bucket != right.bucket
@@ -668,7 +671,7 @@ async def test_buckets_isolate_stores(s3_store_factory: S3StoreFactory) -> None:
 # -- the event loop --------------------------------------------------------------------------------
 
 
-async def test_calls_run_in_worker_threads(s3_store_factory: S3StoreFactory) -> None:
+async def test_calls_run_in_worker_threads(s3_store_factory: StoreFactoryOf[S3Store]) -> None:
     store = await s3_store_factory()
     loop_thread = threading.get_ident()
     request_threads: list[int] = []
@@ -705,7 +708,7 @@ async def test_calls_run_in_worker_threads(s3_store_factory: S3StoreFactory) -> 
     assert all(name.startswith("slimcache-s3") for name in names)
 
 
-async def test_aclose_stops_the_store_threads(s3_store_factory: S3StoreFactory) -> None:
+async def test_aclose_stops_the_store_threads(s3_store_factory: StoreFactoryOf[S3Store]) -> None:
     store = await s3_store_factory()
     await store.set("k", "v")
     assert any(thread.name.startswith("slimcache-s3") for thread in threading.enumerate())
@@ -721,7 +724,9 @@ async def test_aclose_stops_the_store_threads(s3_store_factory: S3StoreFactory) 
 # -- errors ----------------------------------------------------------------------------------------
 
 
-async def test_errors_on_a_missing_bucket_are_wrapped(s3_store_factory: S3StoreFactory) -> None:
+async def test_errors_on_a_missing_bucket_are_wrapped(
+    s3_store_factory: StoreFactoryOf[S3Store],
+) -> None:
     bucket = unique_bucket_name()
     store = await s3_store_factory(bucket=bucket)
     operations: dict[str, Callable[[], Awaitable[object]]] = {
@@ -746,7 +751,7 @@ async def test_errors_on_a_missing_bucket_are_wrapped(s3_store_factory: S3StoreF
         assert cause.response["Error"]["Code"] == "NoSuchBucket"
 
 
-async def test_closed_store_refuses_calls(s3_store_factory: S3StoreFactory) -> None:
+async def test_closed_store_refuses_calls(s3_store_factory: StoreFactoryOf[S3Store]) -> None:
     store = await s3_store_factory()
     async with store:
         await store.set("k", "v")
@@ -772,7 +777,7 @@ async def test_dead_endpoint_fails_promptly(s3_server: S3Server) -> None:
 
 
 async def test_stopped_server_gives_store_errors_and_recovers(
-    s3_server: S3Server, s3_store_factory: S3StoreFactory
+    s3_server: S3Server, s3_store_factory: StoreFactoryOf[S3Store]
 ) -> None:
     store = await s3_store_factory()
     await store.set("before", "kept")

@@ -50,13 +50,10 @@ from slimcache.stores import (
 )
 from slimcache.testing import StoreConformance, StoreFactory
 from tests.fakes import RecordingSummarizer
-from tests.servers.redis_cluster import (
-    ClusterNodeServer,
-    RedisClusterServers,
-    RedisClusterStoreFactory,
-)
+from tests.servers.redis_cluster import ClusterNodeServer, RedisClusterServers
+from tests.servers.store_factories import StoreFactoryOf
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # adapters/redis/tests/ is three folders down
 GUIDE = ROOT / "docs" / "guides" / "redis-cluster.md"
 EXAMPLE = ROOT / "examples" / "redis_cluster.py"
 
@@ -342,7 +339,7 @@ async def test_an_unreachable_cluster_is_a_store_error() -> None:
 
 
 @pytest.fixture
-def store_factory(redis_cluster_store_factory: RedisClusterStoreFactory) -> StoreFactory:
+def store_factory(redis_cluster_store_factory: StoreFactoryOf[RedisStore]) -> StoreFactory:
     """The conformance suite's stores: on the cluster, each under its own prefix."""
     return redis_cluster_store_factory
 
@@ -383,7 +380,7 @@ async def keys_under(client: redis.asyncio.RedisCluster, prefix: str) -> list[by
 @pytest.mark.servers
 async def test_a_threads_keys_are_tagged_and_share_one_slot_on_the_server(
     redis_cluster: RedisClusterServers,
-    redis_cluster_store_factory: RedisClusterStoreFactory,
+    redis_cluster_store_factory: StoreFactoryOf[RedisStore],
     raw: redis.asyncio.RedisCluster,
 ) -> None:
     store = await redis_cluster_store_factory()
@@ -431,7 +428,7 @@ def keys_on_every_node(cluster: RedisClusterServers, prefix: str, per_node: int)
 
 @pytest.mark.servers
 async def test_get_many_reads_one_slot_with_one_mget(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory()
     keys = ThreadKeys("one-slot")
@@ -445,7 +442,7 @@ async def test_get_many_reads_one_slot_with_one_mget(
 
 @pytest.mark.servers
 async def test_a_threads_batch_is_one_transaction_and_a_spread_one_one_call_each(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory()
     keys = ThreadKeys("batched")
@@ -478,7 +475,7 @@ async def test_a_threads_batch_is_one_transaction_and_a_spread_one_one_call_each
 
 @pytest.mark.servers
 async def test_get_many_across_slots_and_nodes(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory()
     spread = keys_on_every_node(redis_cluster, store.prefix, 2)
@@ -500,7 +497,7 @@ async def test_get_many_across_slots_and_nodes(
 
 @pytest.mark.servers
 async def test_compare_and_set_scripts_run_on_every_node_and_reload_after_a_flush(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_cluster_store_factory()
     spread = keys_on_every_node(redis_cluster, store.prefix, 1)
@@ -575,7 +572,7 @@ async def test_injected_cluster_client_stays_open_unless_owned(
 
 @pytest.mark.servers
 async def test_foreign_bytes_and_server_errors_on_the_cluster(
-    redis_cluster_store_factory: RedisClusterStoreFactory,
+    redis_cluster_store_factory: StoreFactoryOf[RedisStore],
     raw: redis.asyncio.RedisCluster,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -606,7 +603,7 @@ async def wait_for_cluster_ok(cluster: RedisClusterServers) -> None:
 @pytest.mark.servers
 @pytest.mark.timeout(120)
 async def test_a_frozen_node_fails_its_slots_within_the_timeout_and_recovers(
-    redis_cluster: RedisClusterServers, redis_cluster_store_factory: RedisClusterStoreFactory
+    redis_cluster: RedisClusterServers, redis_cluster_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     # The freeze stays well under cluster-node-timeout (5 s), so the cluster itself never
     # declares the node failed; only this client's calls to it go unanswered.
@@ -644,7 +641,7 @@ def chat(count: int) -> list[dict[str, Any]]:
 @pytest.mark.servers
 async def test_summarize_compressor_compresses_hits_and_extends_on_the_cluster(
     redis_cluster: RedisClusterServers,
-    redis_cluster_store_factory: RedisClusterStoreFactory,
+    redis_cluster_store_factory: StoreFactoryOf[RedisStore],
     raw: redis.asyncio.RedisCluster,
 ) -> None:
     store = await redis_cluster_store_factory()

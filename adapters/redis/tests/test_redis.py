@@ -26,7 +26,8 @@ from slimcache_redis import RedisStore
 from slimcache import ConfigurationError, StoreError, StoreTimeout, open_store
 from slimcache.stores import CompareAndSetOp, GetOp, SetOp
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
-from tests.servers.redis_server import RedisServer, RedisStoreFactory
+from tests.servers.redis_server import RedisServer
+from tests.servers.store_factories import StoreFactoryOf
 
 pytestmark = [pytest.mark.servers, pytest.mark.timeout(60)]
 
@@ -231,7 +232,7 @@ def test_client_must_be_an_asyncio_redis() -> None:
 
 
 async def test_prefix_isolates_stores(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     first = await redis_store_factory()
     second = await redis_store_factory()
@@ -253,7 +254,7 @@ async def test_prefix_isolates_stores(
     assert await raw.get(f"{second.prefix}shared") == b"two"
 
 
-async def test_values_round_trip_exactly(redis_store_factory: RedisStoreFactory) -> None:
+async def test_values_round_trip_exactly(redis_store_factory: StoreFactoryOf[RedisStore]) -> None:
     store = await redis_store_factory()
     values = {
         "unicode": "żółw 🐢 日本語 \u0000 \r\n\t \u200b\ufeff",
@@ -269,7 +270,7 @@ async def test_values_round_trip_exactly(redis_store_factory: RedisStoreFactory)
 
 
 async def test_keys_are_stored_under_prefix_in_utf8(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await store.set("clé 🔑", "v")
@@ -292,7 +293,7 @@ async def test_client_with_decoded_responses_works(redis_server: RedisServer) ->
 
 
 async def test_ttl_is_sent_as_px_and_expires(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await store.set("short", "v", ttl=0.3)
@@ -303,7 +304,7 @@ async def test_ttl_is_sent_as_px_and_expires(
 
 
 async def test_sub_millisecond_ttl_rounds_up_to_one_millisecond(
-    redis_store_factory: RedisStoreFactory,
+    redis_store_factory: StoreFactoryOf[RedisStore],
 ) -> None:
     store = await redis_store_factory()
     await store.set("tiny", "v", ttl=0.0001)
@@ -311,7 +312,7 @@ async def test_sub_millisecond_ttl_rounds_up_to_one_millisecond(
 
 
 async def test_set_without_ttl_clears_an_earlier_ttl(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await store.set("k", "old", ttl=60)
@@ -322,7 +323,7 @@ async def test_set_without_ttl_clears_an_earlier_ttl(
 
 
 async def test_set_if_absent_with_ttl_expires_then_can_be_taken_again(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     assert await store.set_if_absent("lock", "first", ttl=0.3) is True
@@ -351,7 +352,7 @@ async def test_bad_ttl_is_rejected_before_any_io(ttl: object) -> None:
 
 
 async def test_compare_and_set_sends_the_ttl_as_px(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     assert await store.compare_and_set("k", None, "first", ttl=0.3) is True
@@ -364,7 +365,7 @@ async def test_compare_and_set_sends_the_ttl_as_px(
 
 
 async def test_compare_and_set_scripts_are_reloaded_after_a_flush(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     assert await store.compare_and_set("k", None, "v") is True
@@ -378,7 +379,7 @@ async def test_compare_and_set_scripts_are_reloaded_after_a_flush(
 
 
 async def test_compare_and_set_only_matches_strings(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await raw.rpush(f"{store.prefix}list", "x")
@@ -406,7 +407,7 @@ async def test_compare_and_set_with_a_decoding_client(redis_server: RedisServer)
 
 
 async def test_set_if_absent_race_has_exactly_one_winner(
-    redis_store_factory: RedisStoreFactory,
+    redis_store_factory: StoreFactoryOf[RedisStore],
 ) -> None:
     store = await redis_store_factory(max_connections=60)
     contenders = [f"writer-{i}" for i in range(50)]
@@ -419,7 +420,7 @@ async def test_set_if_absent_race_has_exactly_one_winner(
 
 
 async def test_a_call_cancelled_during_its_round_trip_raises_cancelled_error(
-    redis_store_factory: RedisStoreFactory,
+    redis_store_factory: StoreFactoryOf[RedisStore],
 ) -> None:
     # redis-py can finish a command whose caller was cancelled meanwhile, losing the
     # cancellation; the store hands it back. The cancel lands at each point of the round
@@ -455,7 +456,9 @@ async def test_a_call_cancelled_during_its_round_trip_raises_cancelled_error(
     assert lost == []
 
 
-async def test_get_many_keeps_order_and_duplicates(redis_store_factory: RedisStoreFactory) -> None:
+async def test_get_many_keeps_order_and_duplicates(
+    redis_store_factory: StoreFactoryOf[RedisStore],
+) -> None:
     store = await redis_store_factory()
     await store.set("a", "1")
     await store.set("b", "2")
@@ -472,7 +475,7 @@ async def test_get_many_of_nothing_sends_nothing() -> None:
 
 
 async def test_get_many_reads_keys_of_other_types_as_absent(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await raw.rpush(f"{store.prefix}list", "x")
@@ -506,7 +509,7 @@ async def test_refused_connection_is_a_store_error_naming_operation_and_key() ->
 
 
 async def test_server_error_reply_is_a_store_error(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await raw.rpush(f"{store.prefix}list", "x")
@@ -554,7 +557,7 @@ async def test_bytes_that_are_not_utf8_read_as_text_with_a_warning(
 
 
 async def test_a_stored_replacement_character_is_matched_as_written(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await store.set("k", "real \ufffd")
@@ -574,7 +577,7 @@ async def test_database_out_of_range_is_a_store_error(redis_server: RedisServer)
 
 
 async def test_non_string_key_or_value_is_a_configuration_error(
-    redis_store_factory: RedisStoreFactory,
+    redis_store_factory: StoreFactoryOf[RedisStore],
 ) -> None:
     store = await redis_store_factory()
     with pytest.raises(ConfigurationError, match="key"):
@@ -586,7 +589,7 @@ async def test_non_string_key_or_value_is_a_configuration_error(
 
 
 async def test_server_stopped_mid_run_then_restarted(
-    redis_server: RedisServer, redis_store_factory: RedisStoreFactory
+    redis_server: RedisServer, redis_store_factory: StoreFactoryOf[RedisStore]
 ) -> None:
     store = await redis_store_factory()
     await store.set("before", "kept")
@@ -695,7 +698,7 @@ async def test_owned_injected_client_is_closed_with_the_store(
 
 
 async def test_concurrent_reads_share_one_connection(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     # One connection at most: forty reads at once, each sent on a connection of its own,
     # would need forty. Sent together, they need one, and each caller gets its own value.
@@ -710,7 +713,7 @@ async def test_concurrent_reads_share_one_connection(
 
 
 async def test_a_read_that_redis_refuses_fails_alone(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await raw.rpush(f"{store.prefix}list", "x")
@@ -728,7 +731,7 @@ async def test_a_read_that_redis_refuses_fails_alone(
 
 
 async def test_a_cancelled_read_leaves_the_others_of_its_turn_alone(
-    redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_store_factory: StoreFactoryOf[RedisStore], raw: redis.asyncio.Redis
 ) -> None:
     store = await redis_store_factory()
     await raw.set(f"{store.prefix}a", "1")
@@ -744,7 +747,9 @@ async def test_a_cancelled_read_leaves_the_others_of_its_turn_alone(
 
 
 async def test_reads_of_a_frozen_server_end_at_the_bound_and_recover(
-    redis_server: RedisServer, redis_store_factory: RedisStoreFactory, raw: redis.asyncio.Redis
+    redis_server: RedisServer,
+    redis_store_factory: StoreFactoryOf[RedisStore],
+    raw: redis.asyncio.Redis,
 ) -> None:
     store = await redis_store_factory(timeout=1.0)
     for i in range(10):

@@ -1,0 +1,114 @@
+"""What the SQL store knows of its drivers: their errors, SQLite's busy file, SQLite's pragmas.
+
+A driver error is any of :data:`DRIVER_ERRORS` (SQLAlchemy's, sqlite3's, asyncpg's when it is
+installed, and the socket layer's). SQLite refuses a statement with ``SQLITE_BUSY`` when another
+connection holds the file's lock longer than its busy timeout; :func:`while_busy` tries such a
+call again within its time bound, and :func:`install_sqlite_pragmas` gives every new SQLite
+connection the busy timeout and WAL mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import sqlite3
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = ["DRIVER_ERRORS", "install_sqlite_pragmas", "lock_wait_ran_out", "while_busy"]
+
+_T = TypeVar("_T")
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [
+        SQLAlchemyError,
+        sqlite3.Error,
+        OSError,
+        # Distinct from the builtin before Python 3.11; asyncpg raises it on connect timeouts.
+        asyncio.TimeoutError,
+        TimeoutError,
+    ]
+    # asyncpg is optional (the "postgres" extra); without it its errors cannot occur.
+    if importlib.util.find_spec("asyncpg") is not None:
+        asyncpg = importlib.import_module("asyncpg")
+        errors += [asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError]
+    return tuple(errors)
+
+
+DRIVER_ERRORS: Final = _driver_errors()
+"""The exceptions that mean the database (or the way to it) failed."""
+
+_SQLITE_BUSY: Final = 5  # SQLite's result code for "database is locked"
+
+# Pause between attempts at a call while another connection holds an SQLite file's lock.
+_BUSY_RETRY_SECONDS: Final = 0.02
+
+
+def lock_wait_ran_out(exc: BaseException) -> bool:
+    """Whether SQLite gave up waiting for a lock (``SQLITE_BUSY``: its busy timeout ran out)."""
+    error = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return bool(code & 0xFF == _SQLITE_BUSY)  # extended codes keep it in the low byte
+    return str(error).startswith("database is locked")
+
+
+async def while_busy(attempt: Callable[[], Awaitable[_T]], *, deadline: float) -> _T:
+    """Await ``attempt()``, and again each time SQLite's lock wait runs out, until ``deadline``.
+
+    SQLite waits for another connection's lock only ``busy_timeout`` seconds, and refuses at
+    once a wait that could deadlock (a fresh file's first writer switching it to WAL): a call
+    allowed more time than that tries again instead of failing at the first busy database. A
+    busy attempt took effect nowhere (its transaction was rolled back), so trying again is
+    harmless. ``deadline`` (loop time) is the end of the call's time bound, which also ends
+    an attempt still waiting then.
+    """
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            return await attempt()
+        except DRIVER_ERRORS as exc:
+            if not lock_wait_ran_out(exc) or loop.time() + _BUSY_RETRY_SECONDS >= deadline:
+                raise
+        await asyncio.sleep(_BUSY_RETRY_SECONDS)
+
+
+# Sync engines that already carry the SQLite connect hook, so stores sharing one engine add it once.
+_PRAGMA_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def install_sqlite_pragmas(engine: AsyncEngine, busy_timeout: float) -> None:
+    """Put every new SQLite connection in WAL mode with a busy timeout.
+
+    WAL lets readers proceed while one connection writes, and the busy timeout makes a writer
+    wait for the file lock instead of failing at once with "database is locked" when another
+    connection (or another process) is writing.
+    """
+    sync_engine = engine.sync_engine
+    if sync_engine in _PRAGMA_ENGINES:
+        return
+    busy_ms = max(1, round(busy_timeout * 1000))
+
+    def on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            # busy_timeout first: switching a fresh file to WAL needs the write lock.
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            # Durable across application crashes in WAL mode, and much faster than FULL.
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    event.listen(sync_engine, "connect", on_connect)
+    _PRAGMA_ENGINES.add(sync_engine)
