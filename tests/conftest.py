@@ -47,4 +47,3 @@ def _factory_of(request: pytest.FixtureRequest) -> StoreFactory:
     """The ``<name>_store_factory`` fixture of the current parameter."""
     factory: StoreFactory = request.getfixturevalue(f"{request.param}_store_factory")
     return factory
-
