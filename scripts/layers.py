@@ -42,8 +42,9 @@ class Layer:
 LAYERS: tuple[Layer, ...] = (
     Layer(
         "base",
-        "the exception types; the helper that gives public names their public module",
-        ("slimcache._exceptions", "slimcache._public"),
+        "the exception types; the helper that gives public names their public module; the "
+        "old names of moved modules and names",
+        ("slimcache._exceptions", "slimcache._public", "slimcache._renamed"),
     ),
     Layer(
         "foundations",
@@ -66,6 +67,11 @@ LAYERS: tuple[Layer, ...] = (
             "slimcache.sync",
             "slimcache.telemetry",
         ),
+    ),
+    Layer(
+        "vocabulary",
+        "the names users annotate with or compare against, gathered from the floors below",
+        ("slimcache.types",),
     ),
     Layer(
         "entry points",

@@ -26,8 +26,9 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from slimcache import _renamed
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
 from slimcache.core.results import Stats
 from slimcache.core.settings import (
@@ -52,7 +53,7 @@ from slimcache.recipes.compaction_tool import (
     ContextStatus,
     NewSession,
     SessionLink,
-    ToolError,
+    ToolRefusal,
     check_call_id,
     parse_summary,
 )
@@ -68,10 +69,15 @@ __all__ = [
     "CompactionMode",
     "ContextStatus",
     "NewSession",
-    "ToolError",
+    "ToolRefusal",
 ]
 
 logger = logging.getLogger("slimcache")
+
+# ToolRefusal was ToolError before 0.3: served under that name for one more release, with a
+# warning.
+if not TYPE_CHECKING:
+    __getattr__ = _renamed.served_from(__name__)
 
 CompactionMode = Literal["auto", "llm"]
 """``"llm"``: the model compacts through the ``new_session`` tool; ``"auto"``: it does not."""
@@ -370,10 +376,10 @@ class Compaction:
         thread_id: str | int,
         tool_call_id: str | None = None,
         new_thread_id: str | None = None,
-    ) -> NewSession | ToolError:
+    ) -> NewSession | ToolRefusal:
         """Start a new session from the model's ``new_session`` call, or refuse the call.
 
-        A :class:`ToolError` (send it back with ``openai_result`` or ``anthropic_result``; the
+        A :class:`ToolRefusal` (send it back with ``openai_result`` or ``anthropic_result``; the
         model can retry) is returned, and nothing written, when the arguments are not a JSON
         object or dict, when the summary is missing, not a string, empty or only whitespace,
         in auto mode, where the tool is not offered, and when the thread was already continued
@@ -398,7 +404,7 @@ class Compaction:
             new_thread_id: The new session's thread id, if you choose it yourself.
 
         Returns:
-            The :class:`NewSession`, or the :class:`ToolError` to send back.
+            The :class:`NewSession`, or the :class:`ToolRefusal` to send back.
 
         Raises:
             InvalidInput: ``thread_id``, ``tool_call_id`` or ``new_thread_id`` is malformed
@@ -411,10 +417,10 @@ class Compaction:
         if new_thread_id is not None:
             self._check_new_thread_id(old_keys, new_thread_id)
         if self._mode != "llm":
-            return ToolError(_NOT_OFFERED, call_id)
+            return ToolRefusal(_NOT_OFFERED, call_id)
         summary = parse_summary(arguments)
-        if isinstance(summary, ToolError):
-            return ToolError(summary.message, call_id)
+        if isinstance(summary, ToolRefusal):
+            return ToolRefusal(summary.message, call_id)
 
         if new_thread_id is None:
             if call_id is not None:
@@ -444,13 +450,13 @@ class Compaction:
         )
         return await self._start(session, new_keys, old_keys)
 
-    async def _continued(self, old_keys: ThreadKeys, call_id: str | None) -> ToolError | None:
+    async def _continued(self, old_keys: ThreadKeys, call_id: str | None) -> ToolRefusal | None:
         """The error for a thread another call already continued: its session has ended, and
         a late call must not re-point its link. ``None`` when it never was continued."""
         link = SessionLink.parse(await self._io.get(old_keys.link), thread=old_keys.encoded)
         if link is None:
             return None
-        return ToolError(_ALREADY_CONTINUED.format(thread=link.next_thread_id), call_id)
+        return ToolRefusal(_ALREADY_CONTINUED.format(thread=link.next_thread_id), call_id)
 
     def _check_new_thread_id(self, old_keys: ThreadKeys, new_thread_id: object) -> None:
         """Refuse a chosen new thread id that is no string, or is the old thread's."""
@@ -463,11 +469,11 @@ class Compaction:
 
     async def _start(
         self, session: NewSession, new_keys: ThreadKeys, old_keys: ThreadKeys
-    ) -> NewSession | ToolError:
+    ) -> NewSession | ToolRefusal:
         """Write the session's record, then the link to it (the commit point).
 
         On stores with compare-and-set the link is written only if the old thread has none, so
-        of two calls continuing one thread at once, one wins and the other gets a ToolError.
+        of two calls continuing one thread at once, one wins and the other gets a ToolRefusal.
         """
         session_key, link_key = new_keys.session, old_keys.link
         call_id, new_thread_id = session.tool_call_id, session.thread_id
@@ -487,7 +493,7 @@ class Compaction:
         await self._forget(session_key)
         won = SessionLink.parse(await self._io.get(link_key), thread=old_keys.encoded)
         thread = won.next_thread_id if won is not None else "another thread"
-        return ToolError(_ALREADY_CONTINUED.format(thread=thread), call_id)
+        return ToolRefusal(_ALREADY_CONTINUED.format(thread=thread), call_id)
 
     async def _relink(self, link_key: str, thread: str, session: NewSession) -> None:
         """On a repeated call, write the link again only if it is missing.
