@@ -51,6 +51,8 @@ def _summarizer_executor() -> ThreadPoolExecutor:
 
 
 Task = Literal["summarize", "extend", "condense"]
+"""What a summarizer call is for (``context.task``): ``summarize`` messages from scratch,
+``extend`` a previous summary with newer messages, ``condense`` a summary grown past its budget."""
 
 DEFAULT_SUMMARIZE_PROMPT = (
     "You compress chat history. Summarize the conversation below so that an assistant can "

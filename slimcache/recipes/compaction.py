@@ -83,6 +83,7 @@ CompactionMode = Literal["auto", "llm"]
 """``"llm"``: the model compacts through the ``new_session`` tool; ``"auto"``: it does not."""
 
 ToolApi = Literal["openai", "anthropic"]
+"""The API a tool definition is shaped for: Chat Completions (``openai``) or Messages."""
 
 NEW_SESSION_TOOL = "new_session"
 """The name of the tool the model calls to continue in a new session."""
