@@ -16,7 +16,7 @@ import importlib.machinery
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from types import ModuleType
+from types import FrameType, ModuleType
 
 __all__ = ["MODULES", "NAMES", "install", "served_from"]
 
@@ -58,16 +58,14 @@ def warn(message: str) -> None:
     on its own) and :func:`importlib.import_module`'s.
     """
     level = 1
-    frame = sys._getframe(1)
-    while frame.f_back is not None:
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
         filename = frame.f_code.co_filename
-        if _in_bootstrap(filename):
-            frame = frame.f_back
-            continue
-        if filename != __file__ and filename != importlib.__file__:
-            break
+        if not _in_bootstrap(filename):
+            if filename != __file__ and filename != importlib.__file__:
+                break
+            level += 1
         frame = frame.f_back
-        level += 1
     warnings.warn(message, DeprecationWarning, stacklevel=level + 1)
 
 

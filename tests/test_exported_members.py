@@ -74,7 +74,7 @@ def test_a_moved_name_still_imports_with_a_warning_naming_its_home(name: str) ->
 def test_a_renamed_name_still_imports_with_a_warning_naming_the_new_name() -> None:
     assert slimcache._RENAMED == {"ToolError": "ToolRefusal"}
     with pytest.warns(DeprecationWarning, match=r"slimcache\.ToolError .*slimcache\.ToolRefusal"):
-        value = slimcache.ToolError  # type: ignore[attr-defined]
+        value = slimcache.ToolError
     assert value is slimcache.ToolRefusal
     assert "ToolError" not in slimcache.__all__
     assert "ToolError" not in dir(slimcache)

@@ -50,12 +50,12 @@ def test_an_old_module_name_imports_the_new_module_with_a_warning(old: str) -> N
 @pytest.mark.usefixtures("forget_old_modules")
 def test_the_import_statements_of_an_old_module_name_work() -> None:
     with pytest.warns(DeprecationWarning, match="slimcache.core.turns is deprecated") as w:
-        import slimcache.core.turns as turns
+        import slimcache.core.turns as turns  # type: ignore[import-not-found]
     assert w[0].filename == __file__
     with pytest.warns(DeprecationWarning, match="slimcache.core.chunks is deprecated"):
-        from slimcache.core.chunks import InputBound
+        from slimcache.core.chunks import InputBound  # type: ignore[import-not-found]
     with pytest.warns(DeprecationWarning, match="slimcache.recipes.wrap_history is deprecated"):
-        from slimcache.recipes import wrap_history
+        from slimcache.recipes import wrap_history  # type: ignore[attr-defined]
     from slimcache.core.input_bound import InputBound as bound
     from slimcache.core.lease_wait import take_turn
     from slimcache.recipes.summarizer_ranges import WrapHistory
@@ -80,10 +80,10 @@ def test_a_moved_name_still_imports_from_its_old_module_with_a_warning(
 
 def test_the_from_import_of_a_moved_name_warns_at_the_import() -> None:
     with pytest.warns(DeprecationWarning, match="thread_cache.StoreIO is deprecated") as w:
-        from slimcache.core.thread_cache import StoreIO
+        from slimcache.core.thread_cache import StoreIO  # type: ignore[attr-defined]
     assert w[0].filename == __file__
     with pytest.warns(DeprecationWarning, match="producing.Work is deprecated"):
-        from slimcache.core.producing import Work
+        from slimcache.core.producing import Work  # type: ignore[attr-defined]
     with pytest.warns(DeprecationWarning, match="compaction.ToolError is deprecated"):
         from slimcache.recipes.compaction import ToolError  # type: ignore[attr-defined]
     from slimcache.core.request import Work as work

@@ -35,10 +35,10 @@ from slimcache.core.settings import (
     Timeouts,
     check_choice,
     check_message_overhead,
-    check_store,
     check_template,
     check_token_counter,
 )
+from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -58,7 +58,6 @@ from slimcache.recipes.compaction_tool import (
     parse_summary,
 )
 from slimcache.stores.keys import ThreadKeys, normalize_namespace
-from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
@@ -173,7 +172,9 @@ class Compaction:
     Args:
         mode: ``"llm"`` or ``"auto"`` (the default, as in Crush).
         context_window: The model's context window in tokens.
-        store: Where session records and links live; ``None`` keeps them in this process (a
+        store: Where session records and links live: a store, a store URL
+            (``"redis://localhost:6379/0"``, opened with :func:`~slimcache.open_store` and
+            closed by :meth:`aclose`), or ``None`` to keep them in this process (a
             :class:`~slimcache.MemoryStore`).
         namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
         instructions: Your own instructions on when and how to call ``new_session`` and what
@@ -199,7 +200,7 @@ class Compaction:
         mode: CompactionMode = "auto",
         *,
         context_window: int,
-        store: Store | None = None,
+        store: Store | str | None = None,
         namespace: str = "",
         instructions: str | None = None,
         token_counter: TokenCounter = approx_tokens,
@@ -211,7 +212,6 @@ class Compaction:
     ) -> None:
         check_choice("mode", mode, ("auto", "llm"))
         positive_int("context_window", context_window)
-        check_store(store)
         normalize_namespace(namespace)
         if instructions is not None and (
             not isinstance(instructions, str) or not instructions.strip()
@@ -222,17 +222,18 @@ class Compaction:
         check_choice("session_role", session_role, ("user", "system"))
         check_template("session_template", session_template)
         timeout = Timeouts(store_timeout=store_timeout).store_timeout
+        ttl = validate_ttl(ttl)
 
         self._mode: CompactionMode = mode
         self._context_window = context_window
-        self._store: Store = store if store is not None else MemoryStore()
+        self._store, self._owns_store = open_store_argument(store)
         self._namespace = namespace
         self._instructions = instructions.strip() if instructions is not None else None
         self._count = token_counter
         self._overhead = message_overhead
         self._session_role = session_role
         self._session_template = session_template
-        self._io = StoreIO(self._store, Stats(), timeout=timeout, ttl=validate_ttl(ttl))
+        self._io = StoreIO(self._store, Stats(), timeout=timeout, ttl=ttl)
 
     # ------------------------------------------------------------------ settings
 
@@ -250,6 +251,16 @@ class Compaction:
     def store(self) -> Store:
         """The store session records and links are kept in."""
         return self._store
+
+    async def aclose(self) -> None:
+        """Close the store if this instance opened it from a URL; a store passed in stays open."""
+        await close_owned_store(self._store, self._owns_store)
+
+    async def __aenter__(self) -> Compaction:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # ------------------------------------------------------------------ each turn
 
