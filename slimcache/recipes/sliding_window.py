@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Union
 
-from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
+from slimcache._exceptions import ConfigurationError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import KeepMessages, MessageThreshold, WindowState
 from slimcache.core.results import CompressionResult
@@ -400,23 +400,20 @@ class SlidingWindow:
     async def clear(self) -> None:
         """Delete the window's messages and its running summary.
 
+        Everything slimcache keeps under the window's id goes (see
+        :func:`~slimcache.clear_thread`): the summary's ranges and index first, the messages
+        last.
+
         Raises:
             StoreError: The store failed.
         """
-        await self._memory.clear(self._id)
-        try:
-            await clear_thread(
-                self._store,
-                self._id,
-                namespace=self._namespace,
-                store_timeout=self._history_store.store_timeout,
-            )
-        except SlimcacheError:
-            raise
-        except Exception as exc:
-            raise StoreError(
-                f"deleting the summary of window {self._id!r} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+        # clear_thread deletes the message history too, and its store calls raise StoreError.
+        await clear_thread(
+            self._store,
+            self._id,
+            namespace=self._namespace,
+            store_timeout=self._history_store.store_timeout,
+        )
         self._mirror = None
         self._stats = WindowStats(evictions=self._evictions)
 
