@@ -11,12 +11,15 @@ them through the ``__getattr__`` that :func:`served_from` makes.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 __all__ = ["MODULES", "NAMES", "install", "served_from"]
 
@@ -69,7 +72,7 @@ def warn(message: str) -> None:
     warnings.warn(message, DeprecationWarning, stacklevel=level + 1)
 
 
-class _AliasLoader(importlib.abc.Loader):
+class _AliasLoader:
     """Loads an old module name as the module object of its new name."""
 
     def __init__(self, new: str) -> None:
@@ -87,7 +90,7 @@ class _AliasLoader(importlib.abc.Loader):
         module.__spec__ = self._spec
 
 
-class _RenamedModuleFinder(importlib.abc.MetaPathFinder):
+class _RenamedModuleFinder:
     """Finds the old name of a renamed module (see :data:`MODULES`)."""
 
     def find_spec(
@@ -99,7 +102,8 @@ class _RenamedModuleFinder(importlib.abc.MetaPathFinder):
         new = MODULES.get(fullname)
         if new is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new))
+        # A loader by its methods (importlib.abc costs a noticeable share of import time).
+        return importlib.machinery.ModuleSpec(fullname, cast("Loader", _AliasLoader(new)))
 
 
 _FINDER = _RenamedModuleFinder()
