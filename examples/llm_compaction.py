@@ -1,7 +1,7 @@
 import asyncio
 import json
 
-from slimcache import Compaction, ToolError, open_store
+from slimcache import Compaction, ToolRefusal, open_store
 
 
 async def main() -> None:
@@ -20,11 +20,11 @@ async def main() -> None:
     print(messages[-1]["content"].splitlines()[0])
     print([tool["function"]["name"] for tool in compaction.tools("openai")])
 
-    # The model calls new_session, first with an empty summary: it gets a tool error back.
+    # The model calls new_session, first with an empty summary: the call is refused.
     refused = await compaction.handle_new_session(
         '{"summary": " "}', thread_id="chat-42", tool_call_id="call_1"
     )
-    assert isinstance(refused, ToolError)
+    assert isinstance(refused, ToolRefusal)
     print(refused.openai_result())
 
     # It retries with a summary: the conversation continues in a new thread.
@@ -32,7 +32,7 @@ async def main() -> None:
     session = await compaction.handle_new_session(
         arguments, thread_id="chat-42", tool_call_id="call_2"
     )
-    assert not isinstance(session, ToolError)
+    assert not isinstance(session, ToolRefusal)
     print(session.messages)
 
     # Any server sharing the store, after a restart too, finds where chat-42 went on.

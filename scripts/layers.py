@@ -43,8 +43,13 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "base",
         "the exception types; the helper that gives public names their public module; the "
-        "list of what the process remembers",
-        ("slimcache._exceptions", "slimcache._public", "slimcache._process"),
+        "list of what the process remembers; old names of moved modules and names",
+        (
+            "slimcache._exceptions",
+            "slimcache._public",
+            "slimcache._process",
+            "slimcache._renamed",
+        ),
     ),
     Layer(
         "foundations",
@@ -67,6 +72,11 @@ LAYERS: tuple[Layer, ...] = (
             "slimcache.sync",
             "slimcache.telemetry",
         ),
+    ),
+    Layer(
+        "vocabulary",
+        "the names users annotate with or compare against, gathered from the floors below",
+        ("slimcache.types",),
     ),
     Layer(
         "entry points",

@@ -1,8 +1,10 @@
 """slimcache: cached, incremental conversation summaries kept in your own store.
 
 This package holds the names an application needs: the front doors, their triggers, keeps,
-strategies and summarizer types, results, errors, and the store it picks. Writing or inspecting
-a store is :mod:`slimcache.stores`; checking one is :mod:`slimcache.testing`.
+strategies and summarizer types, results, errors, and the store it picks. The names to annotate
+with or compare against (``Outcome``, ``WindowStats``, ...) are :mod:`slimcache.types`; counting
+and rendering messages is :mod:`slimcache.messages`; writing or inspecting a store is
+:mod:`slimcache.stores`; checking one is :mod:`slimcache.testing`.
 """
 
 import importlib as _importlib
@@ -10,6 +12,10 @@ import typing as _typing
 import warnings as _warnings
 from types import ModuleType as _ModuleType
 
+from slimcache import _renamed
+
+# Imported here so that its names report it as their module however slimcache was imported.
+from slimcache import types as types
 from slimcache._exceptions import (
     ConfigurationError,
     InvalidInput,
@@ -62,12 +68,7 @@ from slimcache.messages import (
     wrap_messages,
 )
 from slimcache.recipes.cached_summarizer import CachedSummarizer, cached_summarizer
-from slimcache.recipes.compaction import (
-    Compaction,
-    ContextStatus,
-    NewSession,
-    ToolError,
-)
+from slimcache.recipes.compaction import Compaction, ContextStatus, NewSession, ToolRefusal
 from slimcache.recipes.conversation_compressor import ConversationCompressor
 from slimcache.recipes.maintenance import clear_thread
 from slimcache.recipes.sliding_window import SlidingWindow
@@ -76,19 +77,11 @@ from slimcache.recipes.window_memory import ConversationWindowMemory, TokenWindo
 from slimcache.stores import MemoryStore, Store, open_store
 
 if _typing.TYPE_CHECKING:
-    # The deprecated names, typed for checkers; at run time __getattr__ serves them.
-    from slimcache.core.results import Outcome as Outcome
-    from slimcache.core.strategies import MergeFunction as MergeFunction
-    from slimcache.core.strategies import StrategyName as StrategyName
+    # The deprecated names, typed for checkers; at run time __getattr__ serves them. The
+    # names and modules here are those of _MOVED, _RENAMED and _WITHDRAWN below (a test
+    # holds them to it).
     from slimcache.messages import count_message_tokens as count_message_tokens
     from slimcache.messages import render_transcript as render_transcript
-    from slimcache.recipes.cached_summarizer import ExtendFunction as ExtendFunction
-    from slimcache.recipes.cached_summarizer import PlainSummarizer as PlainSummarizer
-    from slimcache.recipes.compaction import DEFAULT_SESSION_TEMPLATE as DEFAULT_SESSION_TEMPLATE
-    from slimcache.recipes.compaction import NEW_SESSION_TOOL as NEW_SESSION_TOOL
-    from slimcache.recipes.compaction import CompactionMode as CompactionMode
-    from slimcache.recipes.conversation_compressor import ConversationStats as ConversationStats
-    from slimcache.recipes.sliding_window import WindowStats as WindowStats
     from slimcache.stores import CompareAndDeleteOp as CompareAndDeleteOp
     from slimcache.stores import CompareAndSetOp as CompareAndSetOp
     from slimcache.stores import DeleteOp as DeleteOp
@@ -108,6 +101,18 @@ if _typing.TYPE_CHECKING:
     from slimcache.stores import ThreadKeys as ThreadKeys
     from slimcache.stores import encode_thread_id as encode_thread_id
     from slimcache.stores.keys import fingerprint_chain as fingerprint_chain
+    from slimcache.types import DEFAULT_SESSION_TEMPLATE as DEFAULT_SESSION_TEMPLATE
+    from slimcache.types import NEW_SESSION_TOOL as NEW_SESSION_TOOL
+    from slimcache.types import CompactionMode as CompactionMode
+    from slimcache.types import ConversationStats as ConversationStats
+    from slimcache.types import ExtendFunction as ExtendFunction
+    from slimcache.types import MergeFunction as MergeFunction
+    from slimcache.types import Outcome as Outcome
+    from slimcache.types import PlainSummarizer as PlainSummarizer
+    from slimcache.types import StrategyName as StrategyName
+    from slimcache.types import WindowStats as WindowStats
+
+    ToolError = ToolRefusal
 
 __version__ = "0.2.0"
 
@@ -159,7 +164,7 @@ __all__ = [
     "TokenCounter",
     "TokenThreshold",
     "TokenWindowMemory",
-    "ToolError",
+    "ToolRefusal",
     "Trigger",
     "TrimCompressor",
     "TrimResult",
@@ -175,30 +180,32 @@ __all__ = [
 ]
 
 _publish(__name__, globals(), __all__)
+_renamed.install()
 
 _STORES = "slimcache.stores"
 _MESSAGES = "slimcache.messages"
+_TYPES = "slimcache.types"
 
 # Names this package exported before 0.3, served for one more release with a warning: the
 # module each one now comes from.
 _MOVED: dict[str, str] = {
-    "CompactionMode": "slimcache.recipes.compaction",
+    "CompactionMode": _TYPES,
     "CompareAndDeleteOp": _STORES,
     "CompareAndSetOp": _STORES,
-    "ConversationStats": "slimcache.recipes.conversation_compressor",
-    "DEFAULT_SESSION_TEMPLATE": "slimcache.recipes.compaction",
+    "ConversationStats": _TYPES,
+    "DEFAULT_SESSION_TEMPLATE": _TYPES,
     "DeleteOp": _STORES,
-    "ExtendFunction": "slimcache.recipes.cached_summarizer",
+    "ExtendFunction": _TYPES,
     "GetOp": _STORES,
-    "MergeFunction": "slimcache.core.strategies",
-    "NEW_SESSION_TOOL": "slimcache.recipes.compaction",
-    "Outcome": "slimcache.core.results",
-    "PlainSummarizer": "slimcache.recipes.cached_summarizer",
+    "MergeFunction": _TYPES,
+    "NEW_SESSION_TOOL": _TYPES,
+    "Outcome": _TYPES,
+    "PlainSummarizer": _TYPES,
     "RangeRef": _STORES,
     "SetIfAbsentOp": _STORES,
     "SetOp": _STORES,
     "StoreOp": _STORES,
-    "StrategyName": "slimcache.core.strategies",
+    "StrategyName": _TYPES,
     "SummaryEntry": _STORES,
     "SupportsBatch": _STORES,
     "SupportsCallTimeout": _STORES,
@@ -208,11 +215,14 @@ _MOVED: dict[str, str] = {
     "SupportsSetIfAbsent": _STORES,
     "ThreadIndex": _STORES,
     "ThreadKeys": _STORES,
-    "WindowStats": "slimcache.recipes.sliding_window",
+    "WindowStats": _TYPES,
     "count_message_tokens": _MESSAGES,
     "encode_thread_id": _STORES,
     "render_transcript": _MESSAGES,
 }
+
+# Names renamed in 0.3, served under the old name for one more release with a warning.
+_RENAMED: dict[str, str] = {"ToolError": "ToolRefusal"}
 
 # Deprecated with no public replacement: the legacy key fingerprint, now internal.
 _WITHDRAWN: dict[str, str] = {"fingerprint_chain": "slimcache.stores.keys"}
@@ -227,6 +237,10 @@ if not _typing.TYPE_CHECKING:
         if name in _MOVED:
             home = _MOVED[name]
             message = f"slimcache.{name} is deprecated: import it from {home}"
+        elif name in _RENAMED:
+            home = __name__
+            message = f"slimcache.{name} is deprecated: it is now slimcache.{_RENAMED[name]}"
+            name = _RENAMED[name]
         elif name in _WITHDRAWN:
             home = _WITHDRAWN[name]
             message = (

@@ -27,8 +27,10 @@ the cut summary is returned and a warning logged). The compressor counts both in
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -219,7 +221,7 @@ class OpenAISummarizer(_SDKSummarizer):
         self.extra_body = dict(extra_body) if extra_body is not None else None
         self.token_limit = token_limit
         if client is None:
-            client = _build_openai(base_url, api_key, retries, seconds)
+            client = _build_client(_OPENAI, base_url, api_key, retries, seconds)
             self._owns_client = True
         else:
             client = _with_options(client, retries, seconds)
@@ -330,7 +332,7 @@ class AnthropicSummarizer(_SDKSummarizer):
         seconds = _check_timeout(timeout)
         self.extra_body = dict(extra_body) if extra_body is not None else None
         if client is None:
-            client = _build_anthropic(base_url, api_key, retries, seconds)
+            client = _build_client(_ANTHROPIC, base_url, api_key, retries, seconds)
             self._owns_client = True
         else:
             client = _with_options(client, retries, seconds)
@@ -383,45 +385,74 @@ class AnthropicSummarizer(_SDKSummarizer):
         )
 
 
-def _build_openai(
-    base_url: str | None, api_key: str | None, max_retries: int | None, timeout: float | None
-) -> AsyncOpenAI:
+@dataclass(frozen=True)
+class _SDK:
+    """One provider's SDK, as far as building its async client goes.
+
+    Attributes:
+        package: The SDK's package, which is also the name of its slimcache extra.
+        client: Its async client class.
+        error: Its base exception class, raised by the client's constructor.
+        provider: How messages name the provider.
+        summarizer: The summarizer that needs it.
+        key_variable: The environment variable the client reads its key from.
+    """
+
+    package: str
+    client: str
+    error: str
+    provider: str
+    summarizer: str
+    key_variable: str
+
+
+_OPENAI = _SDK(
+    package="openai",
+    client="AsyncOpenAI",
+    error="OpenAIError",
+    provider="OpenAI",
+    summarizer="OpenAISummarizer",
+    key_variable="OPENAI_API_KEY",
+)
+_ANTHROPIC = _SDK(
+    package="anthropic",
+    client="AsyncAnthropic",
+    error="AnthropicError",
+    provider="Anthropic",
+    summarizer="AnthropicSummarizer",
+    key_variable="ANTHROPIC_API_KEY",
+)
+
+
+def _build_client(
+    sdk: _SDK,
+    base_url: str | None,
+    api_key: str | None,
+    max_retries: int | None,
+    timeout: float | None,
+) -> Any:
+    """Build the SDK's async client, with slimcache's defaults for what is not given.
+
+    Raises:
+        MissingExtraError: The SDK is not installed.
+        ConfigurationError: The client cannot be built (no API key to be found).
+    """
     try:
-        import openai
+        module = importlib.import_module(sdk.package)
     except ImportError:
+        install = f'pip install "slimcache[{sdk.package}]"'
         raise MissingExtraError(
-            'OpenAISummarizer needs the openai package: pip install "slimcache[openai]"'
+            f"{sdk.summarizer} needs the {sdk.package} package: {install}"
         ) from None
     try:
-        return openai.AsyncOpenAI(
+        return getattr(module, sdk.client)(
             base_url=base_url,
             api_key=api_key,
             max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
             timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
         )
-    except openai.OpenAIError as exc:
+    except getattr(module, sdk.error) as exc:
         raise ConfigurationError(
-            f"cannot build the OpenAI client: {exc} (pass api_key= or set OPENAI_API_KEY)"
-        ) from exc
-
-
-def _build_anthropic(
-    base_url: str | None, api_key: str | None, max_retries: int | None, timeout: float | None
-) -> AsyncAnthropic:
-    try:
-        import anthropic
-    except ImportError:
-        raise MissingExtraError(
-            'AnthropicSummarizer needs the anthropic package: pip install "slimcache[anthropic]"'
-        ) from None
-    try:
-        return anthropic.AsyncAnthropic(
-            base_url=base_url,
-            api_key=api_key,
-            max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
-            timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-        )
-    except anthropic.AnthropicError as exc:
-        raise ConfigurationError(
-            f"cannot build the Anthropic client: {exc} (pass api_key= or set ANTHROPIC_API_KEY)"
+            f"cannot build the {sdk.provider} client: {exc} "
+            f"(pass api_key= or set {sdk.key_variable})"
         ) from exc

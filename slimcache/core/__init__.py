@@ -2,7 +2,6 @@
 thread's cache, the lease and the wait for it, the write path, producing summaries, the bound
 on one summarizer call, results, settings, policies and strategies.
 
-Import the public names from :mod:`slimcache`; ``MergeFunction`` and ``StrategyName`` (for a
-:class:`~slimcache.Custom` strategy) are public at :mod:`slimcache.core.strategies`. Everything
-else here is internal.
+Everything here is internal. Import the public names from :mod:`slimcache`, and the types to
+annotate with (``Outcome``, ``MergeFunction``, ``StrategyName``, ...) from :mod:`slimcache.types`.
 """

@@ -32,13 +32,13 @@ from slimcache.core.plan import (
 from slimcache.core.recorder import observed
 from slimcache.core.request import Work
 from slimcache.core.results import CompressionResult, Outcome, Stats
-from slimcache.core.settings.checks import check_store
 from slimcache.core.settings.compressor import (
     CompressorOptions,
     CompressorSettings,
     checked_settings,
 )
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
+from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.store_io import StoreIO
 from slimcache.core.summarizer import Summarizer
 from slimcache.core.thread_cache import ThreadCache
@@ -52,7 +52,6 @@ from slimcache.messages import (
 from slimcache.messages.conversation import split_conversation, with_report
 from slimcache.stores.entries import SummaryEntry
 from slimcache.stores.keys import ThreadKeys
-from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store
 
 if TYPE_CHECKING:
@@ -76,7 +75,9 @@ class SummarizeCompressor:
 
     Args:
         summarizer: ``(messages, context) -> str``, async or sync; see :class:`SummaryContext`.
-        store: Where summaries live; ``None`` keeps them in this process (a :class:`MemoryStore`).
+        store: Where summaries live: a store, which stays yours; a store URL, opened with
+            :func:`open_store` and closed by :meth:`aclose`; or ``None``, which keeps them in
+            this process (a :class:`MemoryStore`).
         **settings: Every other setting, by keyword, as listed below. They make one
             :class:`~slimcache.core.settings.compressor.CompressorSettings`, which the
             compressor keeps.
@@ -166,14 +167,13 @@ class SummarizeCompressor:
     def __init__(
         self,
         summarizer: Summarizer,
-        store: Store | None = None,
+        store: Store | str | None = None,
         **settings: Unpack[CompressorOptions],
     ) -> None:
         # Checked and derived once per distinct set (see slimcache.core.settings.compressor).
         self._derived = checked_settings.derived(summarizer, settings)
         self._settings = self._derived.settings
-        check_store(store)
-        self._store: Store = store if store is not None else MemoryStore()
+        self._store, self._owns_store = open_store_argument(store)
         self._stats = Stats()
         self._io = StoreIO(
             self._store, self._stats, timeout=self._settings.store_timeout, ttl=self._settings.ttl
@@ -185,6 +185,17 @@ class SummarizeCompressor:
     def store(self) -> Store:
         """The store summaries are kept in."""
         return self._store
+
+    async def aclose(self) -> None:
+        """Close the store if this compressor opened it (from a URL); a store you passed in is
+        left open."""
+        await close_owned_store(self._store, self._owns_store)
+
+    async def __aenter__(self) -> SummarizeCompressor:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @property
     def stats(self) -> Stats:
@@ -487,7 +498,7 @@ def _signature() -> inspect.Signature:
     kind = inspect.Parameter
     parameters = [
         kind("summarizer", kind.POSITIONAL_OR_KEYWORD, annotation="Summarizer"),
-        kind("store", kind.POSITIONAL_OR_KEYWORD, default=None, annotation="Store | None"),
+        kind("store", kind.POSITIONAL_OR_KEYWORD, default=None, annotation="Store | str | None"),
     ]
     parameters += [
         kind(setting.name, kind.KEYWORD_ONLY, default=setting.default, annotation=setting.type)

@@ -13,6 +13,7 @@ it never leaves fewer than ``n`` messages verbatim.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -20,6 +21,8 @@ from slimcache._exceptions import ConfigurationError
 from slimcache.stores.protocol import positive_int
 
 __all__ = [
+    "BUILT_IN_KEEPS",
+    "BUILT_IN_TRIGGERS",
     "AnyOf",
     "ContextWindow",
     "EvictableTokens",
@@ -32,6 +35,7 @@ __all__ = [
     "TokenThreshold",
     "Trigger",
     "WindowState",
+    "built_in_name",
     "check_hysteresis",
     "is_settled",
 ]
@@ -262,6 +266,35 @@ class KeepWithin:
     def satisfied(self, messages: int, tokens: int) -> bool:
         """True when the window has at most ``messages`` messages and ``tokens`` tokens."""
         return messages <= self.messages and tokens <= self.tokens
+
+
+BUILT_IN_TRIGGERS: dict[str, type[Trigger]] = {
+    "messages": MessageThreshold,
+    "tokens": TokenThreshold,
+    "evictable_tokens": EvictableTokens,
+    "context_window": ContextWindow,
+    "manual": Manual,
+    "any_of": AnyOf,
+}
+"""The built-in triggers, by the name a compressor's snapshot records each under. Each one's
+settings are its dataclass fields, but :class:`AnyOf`'s, which are its triggers."""
+
+BUILT_IN_KEEPS: dict[str, type[Keep]] = {
+    "messages": KeepMessages,
+    "tokens": KeepTokens,
+    "within": KeepWithin,
+}
+"""The built-in keep policies, by the name a compressor's snapshot records each under; each
+one's settings are its dataclass fields."""
+
+
+def built_in_name(policy: object, registry: Mapping[str, type]) -> str | None:
+    """The name ``policy``'s class has in ``registry``; ``None`` for a class of the caller's
+    own, a subclass of a built-in one included."""
+    for name, kind in registry.items():
+        if type(policy) is kind:
+            return name
+    return None
 
 
 def is_settled(trigger: Trigger, state: WindowState, keep: Keep) -> bool:

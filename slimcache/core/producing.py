@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from slimcache import _renamed
 from slimcache.core import recorder as reporting
 from slimcache.core.input_bound import InputBound, Step
-from slimcache.core.request import Work
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
     Prompts,
@@ -27,6 +28,9 @@ from slimcache.core.summarizer import (
 from slimcache.messages import Message, TokenCounter
 from slimcache.stores.entries import RangeRef, SummaryEntry
 
+if TYPE_CHECKING:
+    from slimcache.core.request import Work
+
 __all__ = ["Checkpoint", "Emit", "SummaryProducer"]
 
 Emit = Callable[..., Awaitable[None]]
@@ -34,6 +38,10 @@ Emit = Callable[..., Awaitable[None]]
 
 Checkpoint = Callable[[int, str], Awaitable[None]]
 """Caches a step of a catch-up: ``(end, summary)``, the summary of messages up to ``end``."""
+
+# Work lived here before 0.3: served for one more release, with a warning.
+if not TYPE_CHECKING:
+    __getattr__ = _renamed.served_from(__name__)
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ class CompressEvent:
 
     Attributes:
         thread_id: The thread, or ``None``.
-        outcome: What happened (see :data:`Outcome`).
+        outcome: What happened (see :data:`~slimcache.types.Outcome`).
         start: First message index the summary covers.
         end: Last message index the summary covers.
         new_messages: Messages summarized by this call (0 for a cache hit).
@@ -142,7 +142,7 @@ class CompressionResult:
     Attributes:
         messages: The messages to send: pinned system messages, the summary message, then the
             verbatim messages.
-        outcome: What happened (see :data:`Outcome`).
+        outcome: What happened (see :data:`~slimcache.types.Outcome`).
         summary: The summary text, or ``None`` when nothing is summarized.
         summary_range: ``(start, end)`` message indices the summary covers, or ``None``.
         summarizer_calls: Summarizer calls made by this call.

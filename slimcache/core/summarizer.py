@@ -51,6 +51,8 @@ def _summarizer_executor() -> ThreadPoolExecutor:
 
 
 Task = Literal["summarize", "extend", "condense"]
+"""What a summarizer call is for (``context.task``): ``summarize`` messages from scratch,
+``extend`` a previous summary with newer messages, ``condense`` a summary grown past its budget."""
 
 DEFAULT_SUMMARIZE_PROMPT = (
     "You compress chat history. Summarize the conversation below so that an assistant can "
@@ -108,7 +110,7 @@ class Prompts:
 class SummarizerReport:
     """What a summarizer tells the compressor about one call, besides the summary it returns.
 
-    The compressor hands a fresh report to every call, in :attr:`SummaryContext.report`, and
+    The compressor hands a fresh report to every call, in ``SummaryContext.report``, and
     adds it to its :class:`~slimcache.Stats` when the call ends, whether it returned or raised.
     The summarizers of :mod:`slimcache.llm` and :mod:`slimcache.langchain` fill it in; one of
     your own may too (``context.report.truncated_replies += 1``).

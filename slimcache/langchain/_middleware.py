@@ -22,8 +22,9 @@ from langgraph.constants import TAG_NOSTREAM
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.results import CompressionResult, Stats
-from slimcache.core.settings.checks import check_store, check_summarizer
+from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
+from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.summarizer import Prompts, Summarizer
 from slimcache.langchain._convert import from_langchain
 from slimcache.langchain._sizes import (
@@ -35,7 +36,7 @@ from slimcache.langchain._sizes import (
 )
 from slimcache.langchain._summarizer import LangChainSummarizer
 from slimcache.messages import TokenCounter, approx_tokens
-from slimcache.stores import MemoryStore, Store, open_store
+from slimcache.stores import MemoryStore, Store
 from slimcache.sync import default_runner
 
 __all__ = ["CachedSummarizationMiddleware"]
@@ -75,7 +76,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             on slimcache's event loop, so give it a client of its own).
         store: A store, a store URL (``"redis://localhost:6379/0"``, opened with
             :func:`~slimcache.open_store` and closed by :meth:`close`), or ``None`` for one in
-            this process.
+            this process. A store passed in stays open.
         trigger: When to summarize: ``("messages", n)`` when the verbatim messages reach
             ``n``; ``("tokens", n)`` when all the messages sent do (the leading system
             messages in the state, the summary and the verbatim messages; the system prompt is
@@ -132,8 +133,6 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             raise ConfigurationError(
                 f'summary_placement must be "system" or "human", got {summary_placement!r}'
             )
-        if store is not None and not isinstance(store, str):
-            check_store(store)
         self._chat_model = _chat_model(model)
         summarizer = _summarizer(model, self._chat_model)
         self._trigger_spec = trigger
@@ -150,18 +149,15 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             "on_store_error": on_store_error,
         }
         self._summarizer = summarizer
-        self._owns_store = isinstance(store, str)
         self._needs_size = needs_context_size(trigger, keep)
         self._store: Store = MemoryStore()  # replaced below once every argument is checked
         self._lock = threading.Lock()
         self._compressor: SummarizeCompressor | None = None
         self._warned_no_thread = False
-        # Every argument is checked now, also when the context size is known only later.
+        # Every argument is checked now, also when the context size is known only later; the
+        # store last, so that one opened from a URL is never left unclosed by an error.
         probe = self._build(_PROBE_CONTEXT_SIZE if self._needs_size else None)
-        if isinstance(store, str):
-            self._store = open_store(store)
-        elif store is not None:  # not `store or ...`: an empty MemoryStore is falsy
-            self._store = store
+        self._store, self._owns_store = open_store_argument(store)
         if not self._needs_size:
             self._compressor = self._build(None)
         del probe
@@ -180,16 +176,16 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         return compressor.stats if compressor is not None else Stats()
 
     def close(self) -> None:
-        """Close the store when this middleware opened it from a URL."""
-        close = getattr(self._store, "aclose", None)
-        if self._owns_store and close is not None:
-            default_runner().run(close())
+        """Close the store when this middleware opened it from a URL; a store passed in stays
+        open."""
+        if self._owns_store:  # on the loop the store's connections belong to
+            default_runner().run(close_owned_store(self._store, self._owns_store))
 
     async def aclose(self) -> None:
         """:meth:`close`, from async code."""
-        close = getattr(self._store, "aclose", None)
-        if self._owns_store and close is not None:
-            await asyncio.wrap_future(default_runner().submit(close()))
+        if self._owns_store:
+            closing = close_owned_store(self._store, self._owns_store)
+            await asyncio.wrap_future(default_runner().submit(closing))
 
     def wrap_model_call(
         self,

@@ -33,6 +33,7 @@ from slimcache.core.settings.groups import (
     ErrorHandling,
     Timeouts,
 )
+from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.store_io import StoreIO, refresh_due
 from slimcache.core.summarizer import (
     Summarizer,
@@ -46,7 +47,6 @@ from slimcache.messages import CheckedMessages, Message, approx_tokens, check_me
 from slimcache.recipes.summarizer_ranges import WrapHistory
 from slimcache.stores.entries import SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys, WrappedKeys
-from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
@@ -79,7 +79,7 @@ class CachedSummarizer:
     def __init__(
         self,
         summarize: PlainSummarizer,
-        store: Store | None = None,
+        store: Store | str | None = None,
         *,
         namespace: str = "",
         ttl: float | None = None,
@@ -98,7 +98,7 @@ class CachedSummarizer:
             raise ConfigurationError("summarize must be a callable (messages) -> str")
         self.__wrapped__ = summarize
         functools.update_wrapper(self, summarize)
-        self._store: Store = store if store is not None else MemoryStore()
+        self._store, self._owns_store = open_store_argument(store)
         self._namespace = cache.namespace
         self._ttl = cache.ttl
         self._extend = extend
@@ -116,6 +116,16 @@ class CachedSummarizer:
     def store(self) -> Store:
         """The store summaries are kept in."""
         return self._store
+
+    async def aclose(self) -> None:
+        """Close the store if this function opened it from a URL; a store passed in stays open."""
+        await close_owned_store(self._store, self._owns_store)
+
+    async def __aenter__(self) -> CachedSummarizer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @property
     def stats(self) -> Stats:
@@ -401,13 +411,15 @@ class CachedSummarizer:
 
 def _check_settings(store: object, extend: object) -> None:
     """Check the arguments outside a settings group, saying what a store passed as the function
-    means (``@cached_summarizer`` without parentheses)."""
+    means (``@cached_summarizer`` without parentheses). A URL is opened by
+    :class:`CachedSummarizer`, once every other argument is checked."""
     if callable(store) and not isinstance(store, Store):
         raise ConfigurationError(
             "cached_summarizer takes a store, not the function: use it with parentheses, "
             "@cached_summarizer() or @cached_summarizer(store)"
         )
-    check_store(store)
+    if not isinstance(store, str):
+        check_store(store)
     if extend is not None and not callable(extend):
         raise ConfigurationError("extend must be a callable (previous_summary, messages) -> str")
 
@@ -449,7 +461,7 @@ def _adapt_extend(extend: ExtendFunction) -> Summarizer:
 
 
 def cached_summarizer(
-    store: Store | None = None,
+    store: Store | str | None = None,
     *,
     namespace: str = "",
     ttl: float | None = None,
@@ -479,13 +491,13 @@ def cached_summarizer(
     thread may each call your function; the results agree and the longest summary is kept.
 
     Args:
-        store: Where summaries live; ``None`` keeps them in this process (a
+        store: Where summaries live: a store, a store URL (``"redis://localhost:6379/0"``,
+            opened with :func:`~slimcache.open_store` for each function decorated, and closed
+            by its ``aclose()``), or ``None`` to keep them in this process (a
             :class:`MemoryStore`).
         namespace: Namespace of every store key.
-        ttl: Seconds stored summaries live (``None``: until deleted). The TTL slides: a cache
-            hit more than half the TTL after the thread's index was written gives the index and
-            the summary served a fresh TTL (one batch), so a thread in use does not expire and
-            one left alone expires ``ttl`` seconds after its last write or refresh.
+        ttl: Seconds stored summaries live (``None``: until deleted). It slides: a hit past
+            half the TTL refreshes it, so a thread in use never expires.
         extend: ``(previous_summary, new_messages) -> str``, sync or async, to use instead of
             calling your function on the summary and the new messages.
         summarizer_id: Recorded with each stored summary (default: the function's qualified

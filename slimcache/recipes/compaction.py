@@ -26,18 +26,19 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from slimcache import _renamed
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
 from slimcache.core.results import Stats
 from slimcache.core.settings.checks import (
     check_choice,
     check_message_overhead,
-    check_store,
     check_template,
     check_token_counter,
 )
 from slimcache.core.settings.groups import Timeouts
+from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -52,12 +53,11 @@ from slimcache.recipes.compaction_tool import (
     ContextStatus,
     NewSession,
     SessionLink,
-    ToolError,
+    ToolRefusal,
     check_call_id,
     parse_summary,
 )
 from slimcache.stores.keys import ThreadKeys, normalize_namespace
-from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store, positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
@@ -68,15 +68,21 @@ __all__ = [
     "CompactionMode",
     "ContextStatus",
     "NewSession",
-    "ToolError",
+    "ToolRefusal",
 ]
 
 logger = logging.getLogger("slimcache")
+
+# ToolRefusal was ToolError before 0.3: served under that name for one more release, with a
+# warning.
+if not TYPE_CHECKING:
+    __getattr__ = _renamed.served_from(__name__)
 
 CompactionMode = Literal["auto", "llm"]
 """``"llm"``: the model compacts through the ``new_session`` tool; ``"auto"``: it does not."""
 
 ToolApi = Literal["openai", "anthropic"]
+"""The API a tool definition is shaped for: Chat Completions (``openai``) or Messages."""
 
 NEW_SESSION_TOOL = "new_session"
 """The name of the tool the model calls to continue in a new session."""
@@ -166,7 +172,9 @@ class Compaction:
     Args:
         mode: ``"llm"`` or ``"auto"`` (the default, as in Crush).
         context_window: The model's context window in tokens.
-        store: Where session records and links live; ``None`` keeps them in this process (a
+        store: Where session records and links live: a store, a store URL
+            (``"redis://localhost:6379/0"``, opened with :func:`~slimcache.open_store` and
+            closed by :meth:`aclose`), or ``None`` to keep them in this process (a
             :class:`~slimcache.MemoryStore`).
         namespace: Namespace of every store key (``"myapp"`` gives ``myapp:thread_...``).
         instructions: Your own instructions on when and how to call ``new_session`` and what
@@ -192,7 +200,7 @@ class Compaction:
         mode: CompactionMode = "auto",
         *,
         context_window: int,
-        store: Store | None = None,
+        store: Store | str | None = None,
         namespace: str = "",
         instructions: str | None = None,
         token_counter: TokenCounter = approx_tokens,
@@ -204,7 +212,6 @@ class Compaction:
     ) -> None:
         check_choice("mode", mode, ("auto", "llm"))
         positive_int("context_window", context_window)
-        check_store(store)
         normalize_namespace(namespace)
         if instructions is not None and (
             not isinstance(instructions, str) or not instructions.strip()
@@ -215,17 +222,18 @@ class Compaction:
         check_choice("session_role", session_role, ("user", "system"))
         check_template("session_template", session_template)
         timeout = Timeouts(store_timeout=store_timeout).store_timeout
+        ttl = validate_ttl(ttl)
 
         self._mode: CompactionMode = mode
         self._context_window = context_window
-        self._store: Store = store if store is not None else MemoryStore()
+        self._store, self._owns_store = open_store_argument(store)
         self._namespace = namespace
         self._instructions = instructions.strip() if instructions is not None else None
         self._count = token_counter
         self._overhead = message_overhead
         self._session_role = session_role
         self._session_template = session_template
-        self._io = StoreIO(self._store, Stats(), timeout=timeout, ttl=validate_ttl(ttl))
+        self._io = StoreIO(self._store, Stats(), timeout=timeout, ttl=ttl)
 
     # ------------------------------------------------------------------ settings
 
@@ -243,6 +251,16 @@ class Compaction:
     def store(self) -> Store:
         """The store session records and links are kept in."""
         return self._store
+
+    async def aclose(self) -> None:
+        """Close the store if this instance opened it from a URL; a store passed in stays open."""
+        await close_owned_store(self._store, self._owns_store)
+
+    async def __aenter__(self) -> Compaction:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # ------------------------------------------------------------------ each turn
 
@@ -370,10 +388,10 @@ class Compaction:
         thread_id: str | int,
         tool_call_id: str | None = None,
         new_thread_id: str | None = None,
-    ) -> NewSession | ToolError:
+    ) -> NewSession | ToolRefusal:
         """Start a new session from the model's ``new_session`` call, or refuse the call.
 
-        A :class:`ToolError` (send it back with ``openai_result`` or ``anthropic_result``; the
+        A :class:`ToolRefusal` (send it back with ``openai_result`` or ``anthropic_result``; the
         model can retry) is returned, and nothing written, when the arguments are not a JSON
         object or dict, when the summary is missing, not a string, empty or only whitespace,
         in auto mode, where the tool is not offered, and when the thread was already continued
@@ -398,7 +416,7 @@ class Compaction:
             new_thread_id: The new session's thread id, if you choose it yourself.
 
         Returns:
-            The :class:`NewSession`, or the :class:`ToolError` to send back.
+            The :class:`NewSession`, or the :class:`ToolRefusal` to send back.
 
         Raises:
             InvalidInput: ``thread_id``, ``tool_call_id`` or ``new_thread_id`` is malformed
@@ -411,10 +429,10 @@ class Compaction:
         if new_thread_id is not None:
             self._check_new_thread_id(old_keys, new_thread_id)
         if self._mode != "llm":
-            return ToolError(_NOT_OFFERED, call_id)
+            return ToolRefusal(_NOT_OFFERED, call_id)
         summary = parse_summary(arguments)
-        if isinstance(summary, ToolError):
-            return ToolError(summary.message, call_id)
+        if isinstance(summary, ToolRefusal):
+            return ToolRefusal(summary.message, call_id)
 
         if new_thread_id is None:
             if call_id is not None:
@@ -444,13 +462,13 @@ class Compaction:
         )
         return await self._start(session, new_keys, old_keys)
 
-    async def _continued(self, old_keys: ThreadKeys, call_id: str | None) -> ToolError | None:
+    async def _continued(self, old_keys: ThreadKeys, call_id: str | None) -> ToolRefusal | None:
         """The error for a thread another call already continued: its session has ended, and
         a late call must not re-point its link. ``None`` when it never was continued."""
         link = SessionLink.parse(await self._io.get(old_keys.link), thread=old_keys.encoded)
         if link is None:
             return None
-        return ToolError(_ALREADY_CONTINUED.format(thread=link.next_thread_id), call_id)
+        return ToolRefusal(_ALREADY_CONTINUED.format(thread=link.next_thread_id), call_id)
 
     def _check_new_thread_id(self, old_keys: ThreadKeys, new_thread_id: object) -> None:
         """Refuse a chosen new thread id that is no string, or is the old thread's."""
@@ -463,11 +481,11 @@ class Compaction:
 
     async def _start(
         self, session: NewSession, new_keys: ThreadKeys, old_keys: ThreadKeys
-    ) -> NewSession | ToolError:
+    ) -> NewSession | ToolRefusal:
         """Write the session's record, then the link to it (the commit point).
 
         On stores with compare-and-set the link is written only if the old thread has none, so
-        of two calls continuing one thread at once, one wins and the other gets a ToolError.
+        of two calls continuing one thread at once, one wins and the other gets a ToolRefusal.
         """
         session_key, link_key = new_keys.session, old_keys.link
         call_id, new_thread_id = session.tool_call_id, session.thread_id
@@ -487,7 +505,7 @@ class Compaction:
         await self._forget(session_key)
         won = SessionLink.parse(await self._io.get(link_key), thread=old_keys.encoded)
         thread = won.next_thread_id if won is not None else "another thread"
-        return ToolError(_ALREADY_CONTINUED.format(thread=thread), call_id)
+        return ToolRefusal(_ALREADY_CONTINUED.format(thread=thread), call_id)
 
     async def _relink(self, link_key: str, thread: str, session: NewSession) -> None:
         """On a repeated call, write the link again only if it is missing.

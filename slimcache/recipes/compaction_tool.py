@@ -13,8 +13,9 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from slimcache import _renamed
 from slimcache._exceptions import InvalidInput
 from slimcache.stores.entries import load_stored
 from slimcache.stores.keys import encode_thread_id
@@ -23,12 +24,17 @@ __all__ = [
     "ContextStatus",
     "NewSession",
     "SessionLink",
-    "ToolError",
+    "ToolRefusal",
     "check_call_id",
     "parse_summary",
 ]
 
 logger = logging.getLogger("slimcache")
+
+# ToolRefusal was ToolError before 0.3: served under that name for one more release, with a
+# warning.
+if not TYPE_CHECKING:
+    __getattr__ = _renamed.served_from(__name__)
 
 _SESSION_FORMAT = "slimcache.session"
 _LINK_FORMAT = "slimcache.session_link"
@@ -101,10 +107,12 @@ def _anthropic_result(content: str, call_id: str | None, *, is_error: bool) -> d
 
 
 @dataclass(frozen=True)
-class ToolError:
-    """The model's ``new_session`` call was refused; send the error back so it can retry.
+class ToolRefusal:
+    """The model's ``new_session`` call was refused; send this back so it can retry.
 
-    Nothing was written to the store.
+    A value :meth:`~slimcache.Compaction.handle_new_session` returns for the model to read,
+    not an exception: nothing is raised, and nothing was written to the store. Its
+    ``openai_result`` and ``anthropic_result`` are the tool result to send (an error result).
 
     Attributes:
         message: What was wrong and how to call the tool instead.
@@ -289,31 +297,33 @@ class SessionLink:
         return None
 
 
-def parse_summary(arguments: object) -> str | ToolError:
+def parse_summary(arguments: object) -> str | ToolRefusal:
     """The summary in the model's arguments, or the error to send back."""
     if isinstance(arguments, (bytes, bytearray)):
         try:
             arguments = arguments.decode("utf-8")
         except UnicodeDecodeError:
-            return ToolError('new_session arguments must be a JSON object like {"summary": "..."}')
+            return ToolRefusal(
+                'new_session arguments must be a JSON object like {"summary": "..."}'
+            )
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except (ValueError, RecursionError) as exc:
-            return ToolError(
+            return ToolRefusal(
                 f"new_session arguments are not valid JSON ({exc}). Call it again with a JSON "
                 'object like {"summary": "..."}.'
             )
     if not isinstance(arguments, Mapping):
-        return ToolError(
+        return ToolRefusal(
             'new_session arguments must be a JSON object like {"summary": "..."}, got '
             f"{type(arguments).__name__}."
         )
     summary = arguments.get("summary")
     if summary is None or (isinstance(summary, str) and not summary.strip()):
-        return ToolError(_EMPTY_SUMMARY)
+        return ToolRefusal(_EMPTY_SUMMARY)
     if not isinstance(summary, str):
-        return ToolError(
+        return ToolRefusal(
             f"new_session's summary must be a string, got {type(summary).__name__}. Call it "
             "again with the summary as text."
         )

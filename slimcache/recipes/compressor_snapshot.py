@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, SummarizerError
 from slimcache.core.policy import (
+    BUILT_IN_KEEPS,
+    BUILT_IN_TRIGGERS,
     AnyOf,
-    ContextWindow,
-    EvictableTokens,
     Keep,
-    KeepMessages,
-    KeepTokens,
-    KeepWithin,
-    Manual,
-    MessageThreshold,
-    TokenThreshold,
     Trigger,
+    built_in_name,
 )
 from slimcache.core.strategies import (
     Concat,
@@ -230,34 +225,22 @@ def check_state_messages(
 # ---------------------------------------------------------------------- settings as JSON
 
 
+def _settings(policy: object) -> dict[str, Any]:
+    """A built-in policy's settings: its dataclass fields."""
+    return {field.name: getattr(policy, field.name) for field in fields(policy)}  # type: ignore[arg-type]
+
+
 def trigger_to_json(trigger: Trigger) -> dict[str, Any] | None:
     """A built-in trigger as JSON; ``None`` for one of the caller's own."""
-    kind = type(trigger)
-    if kind is MessageThreshold:
-        assert isinstance(trigger, MessageThreshold)
-        return {"type": "messages", "messages": trigger.messages}
-    if kind is TokenThreshold:
-        assert isinstance(trigger, TokenThreshold)
-        return {"type": "tokens", "tokens": trigger.tokens}
-    if kind is EvictableTokens:
-        assert isinstance(trigger, EvictableTokens)
-        return {"type": "evictable_tokens", "tokens": trigger.tokens}
-    if kind is ContextWindow:
-        assert isinstance(trigger, ContextWindow)
-        return {
-            "type": "context_window",
-            "max_tokens": trigger.max_tokens,
-            "fraction": trigger.fraction,
-        }
-    if kind is Manual:
-        return {"type": "manual"}
-    if kind is AnyOf:
-        assert isinstance(trigger, AnyOf)
+    kind = built_in_name(trigger, BUILT_IN_TRIGGERS)
+    if kind is None:
+        return None
+    if isinstance(trigger, AnyOf):
         parts = [trigger_to_json(item) for item in trigger.triggers]
         if any(part is None for part in parts):
             return None
-        return {"type": "any_of", "triggers": parts}
-    return None
+        return {"type": kind, "triggers": parts}
+    return {"type": kind, **_settings(trigger)}
 
 
 def trigger_from_json(data: object) -> Trigger | None:
@@ -266,18 +249,11 @@ def trigger_from_json(data: object) -> Trigger | None:
         return None
     if not isinstance(data, Mapping):
         raise TypeError(f"trigger must be a dict or null, got {type(data).__name__}")
-    kind = data.get("type")
-    if kind == "messages":
-        return MessageThreshold(data["messages"])
-    if kind == "tokens":
-        return TokenThreshold(data["tokens"])
-    if kind == "evictable_tokens":
-        return EvictableTokens(data["tokens"])
-    if kind == "context_window":
-        return ContextWindow(data["max_tokens"], data["fraction"])
-    if kind == "manual":
-        return Manual()
-    if kind == "any_of":
+    name = data.get("type")
+    kind = BUILT_IN_TRIGGERS.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ValueError(f"unknown trigger type {name!r}")
+    if kind is AnyOf:
         parts = data["triggers"]
         if not isinstance(parts, list):
             raise TypeError("any_of triggers must be a list")
@@ -285,21 +261,13 @@ def trigger_from_json(data: object) -> Trigger | None:
         if any(item is None for item in triggers):
             raise ValueError("any_of holds an unknown trigger")
         return AnyOf(*(item for item in triggers if item is not None))
-    raise ValueError(f"unknown trigger type {kind!r}")
+    return kind(**{field.name: data[field.name] for field in fields(kind)})  # type: ignore[arg-type]
 
 
 def keep_to_json(keep: Keep) -> dict[str, Any] | None:
     """A built-in keep policy as JSON; ``None`` for one of the caller's own."""
-    if type(keep) is KeepMessages:
-        assert isinstance(keep, KeepMessages)
-        return {"type": "messages", "messages": keep.messages}
-    if type(keep) is KeepTokens:
-        assert isinstance(keep, KeepTokens)
-        return {"type": "tokens", "tokens": keep.tokens}
-    if type(keep) is KeepWithin:
-        assert isinstance(keep, KeepWithin)
-        return {"type": "within", "messages": keep.messages, "tokens": keep.tokens}
-    return None
+    kind = built_in_name(keep, BUILT_IN_KEEPS)
+    return None if kind is None else {"type": kind, **_settings(keep)}
 
 
 def keep_from_json(data: object) -> Keep | None:
@@ -308,14 +276,11 @@ def keep_from_json(data: object) -> Keep | None:
         return None
     if not isinstance(data, Mapping):
         raise TypeError(f"keep must be a dict or null, got {type(data).__name__}")
-    kind = data.get("type")
-    if kind == "messages":
-        return KeepMessages(data["messages"])
-    if kind == "tokens":
-        return KeepTokens(data["tokens"])
-    if kind == "within":
-        return KeepWithin(data["messages"], data["tokens"])
-    raise ValueError(f"unknown keep type {kind!r}")
+    name = data.get("type")
+    kind = BUILT_IN_KEEPS.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ValueError(f"unknown keep type {name!r}")
+    return kind(**{field.name: data[field.name] for field in fields(kind)})  # type: ignore[arg-type]
 
 
 _PLAIN_STRATEGIES: dict[str, type[Strategy]] = {

@@ -19,11 +19,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Union
 
-from slimcache._exceptions import ConfigurationError, SlimcacheError, StoreError
+from slimcache._exceptions import ConfigurationError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import KeepMessages, MessageThreshold, WindowState
 from slimcache.core.results import CompressionResult
-from slimcache.core.settings.checks import check_store, check_summarizer
+from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import (
     DEFAULT_SUMMARY_TEMPLATE,
     CacheOptions,
@@ -32,6 +32,7 @@ from slimcache.core.settings.groups import (
     Timeouts,
     call_hook,
 )
+from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.strategies import Extend
 from slimcache.core.summarizer import (
     Summarizer,
@@ -50,7 +51,6 @@ from slimcache.recipes.maintenance import clear_thread
 from slimcache.recipes.window_history import DEFAULT_CHUNK_SIZE, HistoryHead, WindowHistory
 from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.stores.keys import ThreadKeys
-from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store, positive_int
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
@@ -180,7 +180,9 @@ class SlidingWindow:
         window_size: Messages kept verbatim after each compaction.
         summarizer: ``(messages, context) -> str``, async or sync; ``context.previous_summary``
             holds the running summary to extend (see :class:`SummaryContext`).
-        store: Where messages and summary live; ``None`` keeps them in this instance only.
+        store: Where messages and summary live: a store, a store URL
+            (``"redis://localhost:6379/0"``, opened with :func:`~slimcache.open_store` and
+            closed by :meth:`aclose`), or ``None`` to keep them in this instance only.
         summary_budget: Token budget of the running summary, handed to the summarizer.
         max_input_tokens: Tokens one summarizer call may receive; more messages are folded in
             consecutive calls, each stored as it is made (see
@@ -221,7 +223,7 @@ class SlidingWindow:
         id: str | int,
         window_size: int,
         summarizer: Summarizer,
-        store: Store | None = None,
+        store: Store | str | None = None,
         *,
         summary_budget: int = 1000,
         max_input_tokens: int | Literal["auto"] | None = "auto",
@@ -245,7 +247,6 @@ class SlidingWindow:
         # Checked under its own name first: the group would call it max_summary_tokens.
         positive_int("summary_budget", summary_budget)
         check_summarizer(summarizer)
-        check_store(store)
         summary = SummaryFormat(
             summary_budget,
             token_counter=token_counter,
@@ -256,7 +257,7 @@ class SlidingWindow:
         cache = CacheOptions(namespace, summarizer_id=summarizer_id)
         timeouts = Timeouts(summarizer_timeout, store_timeout)
         hooks = Hooks(on_compact_start=on_compact_start, on_compact_end=on_compact_end)
-        resolved: Store = store if store is not None else MemoryStore()
+        resolved, self._owns_store = open_store_argument(store)
         self._id = id
         self._namespace = cache.namespace
         self._window_size = window_size
@@ -318,6 +319,16 @@ class SlidingWindow:
     def store(self) -> Store:
         """The store holding the messages and the summary."""
         return self._store
+
+    async def aclose(self) -> None:
+        """Close the store if this window opened it from a URL; a store passed in stays open."""
+        await close_owned_store(self._store, self._owns_store)
+
+    async def __aenter__(self) -> SlidingWindow:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @property
     def memory(self) -> ConversationWindowMemory:
@@ -389,23 +400,20 @@ class SlidingWindow:
     async def clear(self) -> None:
         """Delete the window's messages and its running summary.
 
+        Everything slimcache keeps under the window's id goes (see
+        :func:`~slimcache.clear_thread`): the summary's ranges and index first, the messages
+        last.
+
         Raises:
             StoreError: The store failed.
         """
-        await self._memory.clear(self._id)
-        try:
-            await clear_thread(
-                self._store,
-                self._id,
-                namespace=self._namespace,
-                store_timeout=self._history_store.store_timeout,
-            )
-        except SlimcacheError:
-            raise
-        except Exception as exc:
-            raise StoreError(
-                f"deleting the summary of window {self._id!r} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+        # clear_thread deletes the message history too, and its store calls raise StoreError.
+        await clear_thread(
+            self._store,
+            self._id,
+            namespace=self._namespace,
+            store_timeout=self._history_store.store_timeout,
+        )
         self._mirror = None
         self._stats = WindowStats(evictions=self._evictions)
 

@@ -53,12 +53,13 @@ import asyncio
 import random
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from slimcache._exceptions import InvalidInput, StoreError
 from slimcache.core.results import Stats
-from slimcache.core.settings.checks import check_store, check_token_counter
+from slimcache.core.settings.checks import check_token_counter
 from slimcache.core.settings.groups import CacheOptions, Timeouts
+from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import (
     Message,
@@ -120,32 +121,44 @@ async def _backoff(attempt: int) -> None:
     await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
 
 
+_H = TypeVar("_H", bound="_MessageHistory")
+
+
 class _MessageHistory:
     """The storage shared by the window memories; see the module docstring for the layout."""
 
     def __init__(
         self,
-        store: Store,
+        store: Store | str,
         *,
         namespace: str,
         ttl: float | None,
         chunk_size: int,
         store_timeout: float | None,
     ) -> None:
-        check_store(store, optional=False)
         positive_int("chunk_size", chunk_size)
         cache = CacheOptions(namespace, ttl)
         timeout = Timeouts(store_timeout=store_timeout).store_timeout
-        self._store = store
+        self._store, self._owns_store = open_store_argument(store, optional=False)
         self._namespace = cache.namespace
         self._ttl = cache.ttl
         self._chunk_size = chunk_size
-        self._io = StoreIO(store, Stats(), timeout=timeout, ttl=self._ttl)
+        self._io = StoreIO(self._store, Stats(), timeout=timeout, ttl=self._ttl)
 
     @property
     def store(self) -> Store:
         """The store the messages are kept in."""
         return self._store
+
+    async def aclose(self) -> None:
+        """Close the store if this memory opened it from a URL; a store passed in stays open."""
+        await close_owned_store(self._store, self._owns_store)
+
+    async def __aenter__(self: _H) -> _H:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # ------------------------------------------------------------------ WindowHistory
     # What the sliding window asks of the memory (see window_history.WindowHistory).
@@ -372,7 +385,9 @@ class ConversationWindowMemory(_MessageHistory):
     session), so they never retry against each other.
 
     Args:
-        store: Any slimcache store.
+        store: Any slimcache store, or a store URL (``"redis://localhost:6379/0"``), which the
+            memory opens with :func:`~slimcache.open_store` and closes in ``aclose()`` (or on
+            leaving ``async with``); a store passed in stays open.
         window_size: How many of the most recent messages :meth:`load` returns.
         namespace: Namespace of every key (``"myapp"`` gives ``myapp:thread_...``).
         ttl: Seconds each stored entry lives after it is written (``None``: until cleared).
@@ -389,7 +404,7 @@ class ConversationWindowMemory(_MessageHistory):
 
     def __init__(
         self,
-        store: Store,
+        store: Store | str,
         window_size: int,
         *,
         namespace: str = "",
@@ -463,7 +478,7 @@ class TokenWindowMemory(_MessageHistory):
     window is empty.
 
     Args:
-        store: Any slimcache store.
+        store: Any slimcache store, or a store URL (see :class:`ConversationWindowMemory`).
         max_tokens: Token budget of the loaded messages, counted as ``count_message_tokens``
             does (text, tool calls, name, plus 4 per message).
         token_counter: Counts a text's tokens (default: ``ceil(len / 4)``; plug in tiktoken).
@@ -478,7 +493,7 @@ class TokenWindowMemory(_MessageHistory):
 
     def __init__(
         self,
-        store: Store,
+        store: Store | str,
         max_tokens: int,
         *,
         token_counter: TokenCounter = approx_tokens,

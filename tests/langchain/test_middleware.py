@@ -25,6 +25,7 @@ from pydantic import Field
 
 from slimcache import ConfigurationError, MemoryStore, Store
 from slimcache.langchain import CachedSummarizationMiddleware
+from slimcache.sync import run
 from tests.fakes import RecordingSummarizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -297,8 +298,33 @@ def test_a_store_url_is_opened_and_closed_by_the_middleware(tmp_path: Any) -> No
     agent.invoke({"messages": history}, config("u"))
     agent.invoke({"messages": history}, config("u"))
     assert (len(summarizer.calls), middleware.stats.cache_hits) == (1, 1)
-    middleware.close()
     assert type(middleware.store).__name__ == "SQLStore"
+    assert not middleware.store.closed  # type: ignore[attr-defined]
+    middleware.close()
+    assert middleware.store.closed  # type: ignore[attr-defined]
+    middleware.close()  # again: nothing more to do
+
+
+async def test_a_store_url_is_closed_by_aclose(tmp_path: Any) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'agent.db'}"
+    middleware = CachedSummarizationMiddleware(RecordingSummarizer(), url)
+    await middleware.aclose()
+    assert middleware.store.closed  # type: ignore[attr-defined]
+
+
+async def test_a_store_passed_in_stays_open(store: Store) -> None:
+    middleware = CachedSummarizationMiddleware(
+        RecordingSummarizer(), store, trigger=("messages", 3), keep=("messages", 1)
+    )
+    agent = create_agent(answers(1), middleware=[middleware])
+    history = [HumanMessage("a"), AIMessage("b"), HumanMessage("c")]
+    await agent.ainvoke({"messages": history}, config("open"))
+    middleware.close()
+    await middleware.aclose()
+    assert middleware.store is store
+    assert middleware.stats.summarizer_calls == 1
+    run(store.set("still", "open"))
+    assert run(store.get("still")) == "open"
 
 
 @pytest.mark.parametrize(

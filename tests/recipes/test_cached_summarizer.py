@@ -642,7 +642,8 @@ def test_used_without_parentheses_it_says_so() -> None:
 @pytest.mark.parametrize(
     "options",
     [
-        {"store": "redis://"},
+        {"store": "redis:/nowhere"},
+        {"store": 42},
         {"namespace": 3},
         {"ttl": -1},
         {"extend": "concat"},

@@ -30,7 +30,7 @@ from slimcache import (
     NewSession,
     Store,
     StoreError,
-    ToolError,
+    ToolRefusal,
 )
 from slimcache.messages import count_message_tokens
 from slimcache.recipes.compaction import DEFAULT_SESSION_TEMPLATE, NEW_SESSION_TOOL
@@ -307,7 +307,7 @@ async def test_malformed_calls_are_tool_errors_and_write_nothing(arguments: obje
     store = CountingStore()
     compaction = llm(store=store)
     result = await compaction.handle_new_session(arguments, thread_id="t", tool_call_id="c1")
-    assert isinstance(result, ToolError)
+    assert isinstance(result, ToolRefusal)
     assert "summary" in result.message
     assert store.sets == 0
     assert store.data == {}
@@ -315,13 +315,13 @@ async def test_malformed_calls_are_tool_errors_and_write_nothing(arguments: obje
 
 async def test_empty_summary_error_asks_for_a_summary() -> None:
     result = await llm().handle_new_session('{"summary": " "}', thread_id="t")
-    assert isinstance(result, ToolError)
+    assert isinstance(result, ToolRefusal)
     assert "non-empty summary" in result.message
 
 
 async def test_tool_error_in_both_apis_shapes() -> None:
     error = await llm().handle_new_session({"summary": ""}, thread_id="t", tool_call_id="call_9")
-    assert isinstance(error, ToolError)
+    assert isinstance(error, ToolRefusal)
     assert error.openai_result() == {
         "role": "tool",
         "tool_call_id": "call_9",
@@ -339,7 +339,7 @@ async def test_tool_error_in_both_apis_shapes() -> None:
 
 async def test_formatting_a_result_needs_a_call_id() -> None:
     error = await llm().handle_new_session("{}", thread_id="t")
-    assert isinstance(error, ToolError)
+    assert isinstance(error, ToolRefusal)
     with pytest.raises(InvalidInput, match="tool_call_id"):
         error.openai_result()
     with pytest.raises(InvalidInput, match="tool_use_id"):
@@ -358,7 +358,7 @@ async def test_empty_summary_then_retry_starts_a_session_stored_under_the_new_th
     refused = await compaction.handle_new_session(
         '{"summary": "  "}', thread_id="chat-42", tool_call_id="call_1"
     )
-    assert isinstance(refused, ToolError)
+    assert isinstance(refused, ToolRefusal)
     assert await store.get(old.prefix + "next") is None
 
     summary = "Refactored the parser (lexer.py split out). Remaining: tests for lexer.py."
@@ -451,7 +451,7 @@ async def test_the_same_call_handled_twice_gives_the_same_session() -> None:
     # A later, different call from the thread that already moved on is refused: the session
     # has ended, and its link keeps pointing at the newest one.
     other = await compaction.handle_new_session({"summary": "s"}, thread_id=5, tool_call_id="d")
-    assert isinstance(other, ToolError)
+    assert isinstance(other, ToolRefusal)
     assert first.thread_id in other.message
     assert store.sets == writes
     assert await compaction.current_session(5) == first.thread_id
@@ -468,7 +468,7 @@ async def test_without_a_call_id_each_session_gets_a_random_thread() -> None:
     # A second call from "t", with no call id to recognise a retry by, is a second
     # continuation: refused.
     assert isinstance(
-        await compaction.handle_new_session({"summary": "s"}, thread_id="t"), ToolError
+        await compaction.handle_new_session({"summary": "s"}, thread_id="t"), ToolRefusal
     )
 
 
@@ -485,7 +485,7 @@ async def test_a_late_call_from_an_ended_session_never_re_points_it(factory: Fac
     )
     assert isinstance(two, NewSession)
     late = await compaction.handle_new_session({"summary": "x"}, thread_id="t", tool_call_id="c9")
-    assert isinstance(late, ToolError)
+    assert isinstance(late, ToolRefusal)
     assert await compaction.current_session("t") == two.thread_id
     # The same call again still returns its session.
     again = await compaction.handle_new_session({"summary": "a"}, thread_id="t", tool_call_id="c1")
@@ -537,7 +537,7 @@ async def test_auto_mode_refuses_the_call_and_writes_nothing() -> None:
     result = await compaction.handle_new_session(
         {"summary": "a fine summary"}, thread_id="t", tool_call_id="c"
     )
-    assert isinstance(result, ToolError)
+    assert isinstance(result, ToolRefusal)
     assert "not available" in result.message
     assert result.openai_result()["tool_call_id"] == "c"
     assert store.sets == 0

@@ -22,17 +22,36 @@ from slimcache import (
     Message,
     SlidingWindow,
     Store,
+    StoreError,
+    StoreTimeout,
     SummarizerError,
     SummaryContext,
     approx_tokens,
 )
 from slimcache.messages import count_message_tokens
 from slimcache.stores import ThreadKeys
-from tests.fakes import RecordingSummarizer, chat
+from tests.fakes import CallCountingStore, RecordingSummarizer, chat
 from tests.recipes.test_window_memory import RecordingStore, assistant_calls, tool, user
+from tests.servers.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 MakeStore = Callable[..., Awaitable[Store]]
+
+
+class KeysRead(CallCountingStore):
+    """A real store, recording every key read through ``get``."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.read: list[str] = []
+        counted_get = self.get
+
+        async def get(key: str) -> str | None:
+            self.read.append(key)
+            value: str | None = await counted_get(key)
+            return value
+
+        self.get = get
 
 
 def turns(count: int, start: int = 0) -> list[dict[str, Any]]:
@@ -464,6 +483,38 @@ async def test_clear_deletes_messages_and_summary() -> None:
     assert await other.get_messages() == [user("stay")]
     await window.push_many(turns(4, start=100))
     assert summarizer.calls[-1].context.task == "summarize"
+
+
+async def test_clear_deletes_the_history_once(sqlite_store_factory: MakeStore) -> None:
+    store = KeysRead(await sqlite_store_factory())
+    window = SlidingWindow("once", 2, RecordingSummarizer(), store, batch=2)
+    await window.push_many(turns(9))
+    store.read.clear()
+    await window.clear()
+    assert store.read.count(ThreadKeys("once").history_head) == 1
+    assert await window.get_messages() == []
+    assert await SlidingWindow("once", 2, RecordingSummarizer(), store).get_messages() == []
+
+
+@pytest.mark.servers
+async def test_a_store_failure_in_clear_is_the_store_calls_own_error(
+    redis_server: RedisServer, redis_store_factory: MakeStore
+) -> None:
+    store = await redis_store_factory(timeout=0.2)
+    window = SlidingWindow("frozen", 2, RecordingSummarizer(), store, batch=2, store_timeout=0.2)
+    await window.push_many(turns(5))
+    redis_server.freeze()
+    try:
+        with pytest.raises(StoreTimeout) as caught:
+            await window.clear()
+    finally:
+        redis_server.thaw()
+    # The Redis store's own error, passed on as it is: not wrapped in another StoreError.
+    assert type(caught.value) is StoreTimeout
+    assert str(caught.value).startswith("Redis GET of key 'thread_frozen:")
+    assert not isinstance(caught.value.__cause__, StoreError)
+    await window.clear()
+    assert await window.get_messages() == []
 
 
 # ---------------------------------------------------------------- store traffic

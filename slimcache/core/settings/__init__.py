@@ -8,3 +8,12 @@
 - :mod:`~slimcache.core.settings.compressor`: a summarize compressor's settings as one frozen
   object, checked through the groups, and what is derived from them, once per distinct set.
 """
+
+from typing import TYPE_CHECKING
+
+from slimcache import _renamed
+
+# The groups and checks were served from here when the settings were one module: served for one
+# more release, with a warning.
+if not TYPE_CHECKING:
+    __getattr__ = _renamed.served_from(__name__)
