@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from agents.memory.session import Session
+from agents.memory.session_settings import SessionSettings
 from agents.models.interface import Model
 
 from slimcache._exceptions import ConfigurationError
@@ -30,7 +31,8 @@ class CachedSummarySession:
     summary message and the last ``keep`` verbatim, with the summaries cached in ``store`` under
     the session's id. Everything else (``add_items``, ``pop_item``, ``clear_session``, a
     ``get_items(limit)``) goes to the wrapped session as it is: the stored history is never
-    rewritten, and works with any model the SDK can call.
+    rewritten, and works with any model the SDK can call. ``session_settings`` are the wrapped
+    session's.
 
     Args:
         session: The session to wrap.
@@ -88,12 +90,8 @@ class CachedSummarySession:
         )
         self.session = session
         self.session_id: str = session.session_id
+        self.session_settings: SessionSettings | None = getattr(session, "session_settings", None)
         self._thread_id = thread_id or session.session_id
-
-    @property
-    def session_settings(self) -> Any:
-        """The wrapped session's settings."""
-        return getattr(self.session, "session_settings", None)
 
     @property
     def store(self) -> Store:
