@@ -32,7 +32,10 @@ class CachedSummarySession:
     the session's id. Everything else (``add_items``, ``pop_item``, ``clear_session``, a
     ``get_items(limit)``) goes to the wrapped session as it is: the stored history is never
     rewritten, and works with any model the SDK can call. ``session_settings`` are the wrapped
-    session's.
+    session's. The arguments after ``thread_id`` (``trigger``, ``keep``, ``token_counter``,
+    ``max_summary_tokens``, ``prompts``, ``summary_template``, ``summary_placement``,
+    ``namespace``, ``ttl``, ``context_window``, ``on_summarizer_error``, ``on_store_error``) are
+    those of :class:`~slimcache.openai_agents.CachedSummarizationFilter`.
 
     Args:
         session: The session to wrap.
@@ -40,9 +43,6 @@ class CachedSummarySession:
             summarizer ``(messages, context) -> str``.
         store: A store, a store URL (opened here and closed by :meth:`close`), or ``None``.
         thread_id: The thread the summaries are kept under (default: ``session.session_id``).
-        trigger, keep, token_counter, max_summary_tokens, prompts, summary_template,
-            summary_placement, namespace, ttl, context_window, on_summarizer_error,
-            on_store_error: As for :class:`~slimcache.openai_agents.CachedSummarizationFilter`.
 
     Raises:
         ConfigurationError: For any invalid argument, before the store is opened.
