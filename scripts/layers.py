@@ -79,9 +79,21 @@ LAYERS: tuple[Layer, ...] = (
         ("slimcache.types",),
     ),
     Layer(
+        "framework kit",
+        "what the agent framework bridges share: sizes, the store rule, the compression they run",
+        ("slimcache.frameworks",),
+    ),
+    Layer(
         "entry points",
-        "the public package, the command line and the LangChain bridge",
-        ("slimcache", "slimcache.cli", "slimcache.langchain"),
+        "the public package, the command line and the LangChain, Pydantic AI and OpenAI Agents "
+        "bridges",
+        (
+            "slimcache",
+            "slimcache.cli",
+            "slimcache.langchain",
+            "slimcache.pydantic_ai",
+            "slimcache.openai_agents",
+        ),
     ),
     Layer("program", "python -m slimcache", ("slimcache.__main__",)),
 )

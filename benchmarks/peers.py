@@ -1,0 +1,273 @@
+"""Each framework's own summarizing option against slimcache's integration in that framework.
+
+Replays chitchat conversations as a stateless server gets them (every request carries the whole
+history) through, for each framework, its own summarizer and slimcache's integration, with the
+same trigger and keep and the same fake summarizing model, and prints the summarizer calls and
+the input tokens they were sent::
+
+    uv run python benchmarks/peers.py              # 20 conversations of 40+ messages
+    uv run python benchmarks/peers.py 50
+
+- LangChain: ``SummarizationMiddleware`` against ``CachedSummarizationMiddleware``;
+- Pydantic AI: ``summarization-pydantic-ai``'s ``SummarizationProcessor`` (through
+  ``ProcessHistory``) against ``CachedSummarization``;
+- the OpenAI Agents SDK: ``OpenAIResponsesCompactionSession`` (over an ``SQLiteSession``, with a
+  client whose ``responses.compact`` is the fake model: its history lives in the session, so each
+  request carries only the new message) against ``CachedSummarizationFilter``.
+
+The fake model counts ``ceil(characters / 4)`` input tokens of everything it is sent (prompt and
+transcript) and replies with the first 600 characters of the last message it was given. The
+agent's own model always answers "ok"; the next request's history is the dataset's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from slimcache.bench.datasets import BenchConversation, load_chitchat, select_conversations
+
+TRIGGER: Final[tuple[Literal["messages"], int]] = ("messages", 20)
+KEEP: Final[tuple[Literal["messages"], int]] = ("messages", 10)
+MIN_MESSAGES = 40
+REPLY_CHARS = 600
+
+
+@dataclass
+class Meter:
+    """What the fake summarizing model was sent."""
+
+    calls: int = 0
+    input_tokens: int = 0
+
+    def reply(self, texts: list[str]) -> str:
+        """Count one call of ``texts``, and answer it."""
+        self.calls += 1
+        self.input_tokens += sum(math.ceil(len(text) / 4) for text in texts)
+        return (texts[-1] if texts else "")[:REPLY_CHARS] or "(nothing)"
+
+
+def user_turns(conversation: BenchConversation) -> list[int]:
+    """The index of each user message: a request is the history up to and with it."""
+    return [i for i, m in enumerate(conversation.messages) if m["role"] in ("user", "human")]
+
+
+# ---------------------------------------------------------------------- LangChain
+
+
+async def langchain_pair(conversations: list[BenchConversation]) -> list[tuple[str, Meter]]:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models import FakeListChatModel, SimpleChatModel
+
+    from slimcache.langchain import CachedSummarizationMiddleware, to_langchain
+
+    class Summaries(SimpleChatModel):
+        meter: Any
+
+        @property
+        def _llm_type(self) -> str:
+            return "metered-fake"
+
+        def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> str:
+            return str(self.meter.reply([str(m.content) for m in messages]))
+
+    results = []
+    for name in ("LangChain SummarizationMiddleware", "slimcache CachedSummarizationMiddleware"):
+        meter = Meter()
+        model = Summaries(meter=meter)
+        middleware: Any
+        if name.startswith("LangChain"):
+            middleware = SummarizationMiddleware(model, trigger=TRIGGER, keep=KEEP)
+        else:
+            middleware = CachedSummarizationMiddleware(
+                model, "memory://", trigger=TRIGGER, keep=KEEP
+            )
+        agent = create_agent(FakeListChatModel(responses=["ok"]), middleware=[middleware])
+        for conversation in conversations:
+            config: Any = {"configurable": {"thread_id": conversation.id}}
+            for end in user_turns(conversation):
+                history = to_langchain(conversation.messages[: end + 1])
+                await agent.ainvoke({"messages": history}, config)
+        results.append((name, meter))
+    return results
+
+
+# ---------------------------------------------------------------------- Pydantic AI
+
+
+async def pydantic_ai_pair(conversations: list[BenchConversation]) -> list[tuple[str, Meter]]:
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai_summarization import SummarizationProcessor
+
+    from slimcache.pydantic_ai import CachedSummarization
+
+    def as_pydantic_ai(messages: list[dict[str, Any]]) -> list[ModelMessage]:
+        made: list[ModelMessage] = []
+        for message in messages:
+            text = str(message["content"])
+            if message["role"] == "assistant":
+                made.append(ModelResponse([TextPart(text)]))
+            elif message["role"] == "system":
+                made.append(ModelRequest([SystemPromptPart(text)]))
+            else:
+                made.append(ModelRequest([UserPromptPart(text)]))
+        return made
+
+    def metered(meter: Meter) -> FunctionModel:
+        def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            texts = [str(getattr(p, "content", "")) for m in messages for p in m.parts]
+            return ModelResponse([TextPart(meter.reply(texts))])
+
+        return FunctionModel(reply)
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse([TextPart("ok")])
+
+    results = []
+    for name in (
+        "summarization-pydantic-ai SummarizationProcessor",
+        "slimcache CachedSummarization",
+    ):
+        meter = Meter()
+        capability: Any
+        if name.startswith("summarization"):
+            processor = SummarizationProcessor(model=metered(meter), trigger=TRIGGER, keep=KEEP)
+            capability = ProcessHistory(processor)
+        else:
+            capability = CachedSummarization(
+                metered(meter), "memory://", trigger=TRIGGER, keep=KEEP
+            )
+        agent = Agent(FunctionModel(answer), capabilities=[capability])
+        for conversation in conversations:
+            for end in user_turns(conversation):
+                history = as_pydantic_ai(conversation.messages[:end])
+                prompt = str(conversation.messages[end]["content"])
+                await agent.run(prompt, message_history=history, conversation_id=conversation.id)
+        results.append((name, meter))
+    return results
+
+
+# ---------------------------------------------------------------------- the Agents SDK
+
+
+async def agents_pair(conversations: list[BenchConversation]) -> list[tuple[str, Meter]]:
+    from agents import Agent, RunConfig, Runner, SQLiteSession
+    from agents.items import ModelResponse
+    from agents.memory import OpenAIResponsesCompactionSession
+    from agents.models.interface import Model
+    from agents.testing import assistant_message
+    from agents.usage import Usage
+
+    from slimcache.openai_agents import CachedSummarizationFilter
+
+    def text_of(item: Any) -> str:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, list):
+            return "".join(str(part.get("text", "")) for part in content)
+        return str(content if content is not None else item.get("output", ""))
+
+    class Metered(Model):
+        def __init__(self, meter: Meter | None) -> None:
+            self.meter = meter
+            self.answered = 0
+
+        async def get_response(
+            self, system_instructions: Any, input: Any, *a: Any, **k: Any
+        ) -> Any:
+            if self.meter is None:  # the agent's answer; the compaction session needs its id
+                self.answered += 1
+                output = [assistant_message("ok", item_id=f"msg-{self.answered}")]
+                return ModelResponse(
+                    output=output, usage=Usage(), response_id=f"resp-{self.answered}"
+                )
+            texts = [str(system_instructions or "")] + [text_of(item) for item in input]
+            said = assistant_message(self.meter.reply(texts))
+            return ModelResponse(output=[said], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    class CompactingClient:
+        """``client.responses.compact`` as the fake model: one summary message."""
+
+        def __init__(self, meter: Meter) -> None:
+            self.responses = self
+            self.meter = meter
+
+        async def compact(self, *, model: str, input: Any = None, **kwargs: Any) -> Any:
+            summary = self.meter.reply([text_of(item) for item in input or ()])
+            item = {"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": summary}]}  # fmt: skip
+            return type("Compacted", (), {"output": [item], "usage": None})()
+
+    def should_compact(context: dict[str, Any]) -> bool:
+        return len(context["session_items"]) >= TRIGGER[1]
+
+    results = []
+    answers = Agent("planner", model=Metered(None))
+    config = RunConfig(tracing_disabled=True)
+    with tempfile.TemporaryDirectory() as folder:
+        meter = Meter()
+        for conversation in conversations:
+            inner = SQLiteSession(conversation.id, str(Path(folder) / "sessions.db"))
+            for end in user_turns(conversation):
+                # A worker per request: a new session object on the shared database.
+                session = OpenAIResponsesCompactionSession(
+                    conversation.id, inner, client=CompactingClient(meter),  # type: ignore[arg-type]
+                    should_trigger_compaction=should_compact, compaction_mode="input",
+                )  # fmt: skip
+                text = str(conversation.messages[end]["content"])
+                await Runner.run(answers, text, session=session, run_config=config)
+        results.append(("Agents SDK OpenAIResponsesCompactionSession", meter))
+    meter = Meter()
+    for conversation in conversations:
+        cached = CachedSummarizationFilter(
+            Metered(meter), "memory://", thread_id=conversation.id, trigger=TRIGGER, keep=KEEP
+        )
+        run = RunConfig(call_model_input_filter=cached, tracing_disabled=True)
+        for end in user_turns(conversation):
+            history: Any = [
+                {"role": m["role"], "content": str(m["content"])}
+                for m in conversation.messages[: end + 1]
+            ]
+            await Runner.run(answers, history, run_config=run)
+    results.append(("slimcache CachedSummarizationFilter", meter))
+    return results
+
+
+async def main(count: int) -> None:
+    dataset = load_chitchat()
+    conversations = select_conversations(
+        dataset.conversations, count=count, min_messages=MIN_MESSAGES
+    )
+    requests = sum(len(user_turns(c)) for c in conversations)
+    print(f"{len(conversations)} chitchat conversations, {requests} requests each, "
+          f"trigger={TRIGGER}, keep={KEEP}")  # fmt: skip
+    print(f"{'framework option':<52}{'calls':>8}{'input tokens':>15}")
+    pairs: list[Callable[[list[BenchConversation]], Awaitable[list[tuple[str, Meter]]]]] = [
+        langchain_pair, pydantic_ai_pair, agents_pair,
+    ]  # fmt: skip
+    for pair in pairs:
+        for name, meter in await pair(conversations):
+            print(f"{name:<52}{meter.calls:>8,}{meter.input_tokens:>15,}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20))

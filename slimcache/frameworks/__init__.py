@@ -1,0 +1,12 @@
+"""What the agent framework integrations share.
+
+- :mod:`~slimcache.frameworks.sizes`: ``trigger`` and ``keep`` in the sizes LangChain made
+  familiar (``("messages", 50)``, ``("tokens", 4000)``, ``("fraction", 0.8)``).
+- :mod:`~slimcache.frameworks.stores`: the store rule (a URL is opened, owned and closed by
+  the front door; a store object stays the caller's).
+- :mod:`~slimcache.frameworks.compression`: the compression each integration runs, on
+  slimcache's event loop, degrading to the last cached summary when the summarizer fails,
+  and where the summary went in the messages given.
+- :mod:`~slimcache.frameworks.caller_loop`: a framework model's requests go back to the
+  agent's own event loop.
+"""

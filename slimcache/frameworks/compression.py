@@ -1,0 +1,232 @@
+"""The compression every framework integration runs: on slimcache's loop, degrading, not raising.
+
+:class:`AgentCompression` holds what an integration was given (a summarizer, a store, the
+``trigger`` and ``keep`` sizes of :mod:`slimcache.frameworks.sizes`, the compressor's other
+settings) and compresses OpenAI-style message dicts for a thread. It builds the
+:class:`~slimcache.SummarizeCompressor` once (at the first call when a size is a fraction of a
+context window only the model knows), and runs it on the event loop of :mod:`slimcache.sync`,
+so that the store's connections stay on one loop whatever loops the agent runs.
+
+Inside an agent's loop a failing summarizer must not fail the agent. With
+``on_summarizer_error="degrade"`` (the default) the request is answered from what the store
+already holds: the thread's last cached summary that still matches the history and every message
+since, verbatim (or every message, when nothing is cached), with a warning; the failure is
+counted in ``stats.summarizer_errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slimcache._exceptions import ConfigurationError, SummarizerError
+from slimcache.core.compressor import SummarizeCompressor
+from slimcache.core.policy import Keep, Trigger, WindowState
+from slimcache.core.results import CompressionResult, Stats
+from slimcache.core.summarizer import Summarizer
+from slimcache.frameworks.caller_loop import calling_from
+from slimcache.frameworks.sizes import keep_policy, needs_context_size, trigger_policy
+from slimcache.frameworks.stores import StoreHandle
+from slimcache.messages import Message
+from slimcache.stores import MemoryStore, Store
+from slimcache.sync import default_runner
+
+__all__ = ["AgentCompression", "Never", "OnSummarizerError", "Summarized", "summarized"]
+
+logger = logging.getLogger("slimcache")
+
+OnSummarizerError = Literal["degrade", "uncompressed", "raise"]
+"""What an integration does when the summarizer fails: serve the last cached summary and the
+messages since (``"degrade"``), send every message (``"uncompressed"``), or raise."""
+
+_CHOICES = ("degrade", "uncompressed", "raise")
+
+# Checks the settings of an integration whose context size is known only at its first call.
+_PROBE_CONTEXT_SIZE = 1_000_000
+
+
+@dataclass(frozen=True)
+class Never:
+    """A trigger that never fires: the compressor only serves what is cached."""
+
+    def reason(self, state: WindowState) -> str | None:
+        """Always ``None``."""
+        return None
+
+
+@dataclass(frozen=True)
+class Summarized:
+    """Where a compression put its summary, in the dicts it was given.
+
+    Attributes:
+        pinned: How many leading dicts stayed before the summary (the system messages).
+        end: The index of the last dict the summary stands for; those after it stay verbatim.
+        text: The summary message's text, as the model is to read it.
+    """
+
+    pinned: int
+    end: int
+    text: str
+
+
+def summarized(result: CompressionResult) -> Summarized | None:
+    """Where ``result`` put its summary, or ``None`` when it sends the messages as given."""
+    if result.summary_range is None:
+        return None
+    start, end = result.summary_range
+    return Summarized(start, end, str(result.messages[start]["content"]))
+
+
+class AgentCompression:
+    """Compresses a thread's messages for an agent integration (see the module docstring).
+
+    Args:
+        summarizer: A slimcache summarizer.
+        store: A store, a URL (opened here and closed by :meth:`close`), or ``None``.
+        trigger: When to summarize, in the sizes of :mod:`slimcache.frameworks.sizes`.
+        keep: How much stays verbatim.
+        on_summarizer_error: See :data:`OnSummarizerError`.
+        settings: The compressor's other settings (``max_summary_tokens``, ``namespace``...).
+
+    Raises:
+        ConfigurationError: For any invalid argument, before the store is opened.
+    """
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        store: Store | str | None,
+        *,
+        trigger: object,
+        keep: object,
+        on_summarizer_error: OnSummarizerError = "degrade",
+        settings: dict[str, Any],
+    ) -> None:
+        if on_summarizer_error not in _CHOICES:
+            raise ConfigurationError(
+                "on_summarizer_error must be 'degrade', 'uncompressed' or 'raise', "
+                f"got {on_summarizer_error!r}"
+            )
+        self._summarizer = summarizer
+        self._trigger = trigger
+        self._keep = keep
+        self._mode = on_summarizer_error
+        self._settings = dict(settings)
+        self._settings["on_summarizer_error"] = (
+            "uncompressed" if on_summarizer_error == "uncompressed" else "raise"
+        )
+        self._needs_size = needs_context_size(trigger, keep)
+        self._lock = threading.Lock()
+        self._compressors: dict[int | None, tuple[SummarizeCompressor, SummarizeCompressor]] = {}
+        # Every setting is checked before the store is opened, also when the context size
+        # is known only later.
+        self._build(
+            MemoryStore(), *self._policies(_PROBE_CONTEXT_SIZE if self._needs_size else None)
+        )
+        self._handle = StoreHandle.of(store)
+
+    @property
+    def store(self) -> Store:
+        """The store the summaries are kept in."""
+        return self._handle.store
+
+    @property
+    def needs_context_size(self) -> bool:
+        """Whether a size is a fraction, so :meth:`compress` needs the model's context size."""
+        return self._needs_size
+
+    @property
+    def stats(self) -> Stats:
+        """The counters of the compressors built so far, added up."""
+        total = Stats()
+        with self._lock:
+            compressors = [pair[0] for pair in self._compressors.values()]
+        for compressor in compressors:
+            stats = compressor.stats
+            for name, value in vars(stats).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
+
+    async def compress(
+        self,
+        messages: Sequence[Message],
+        thread_id: str | None,
+        *,
+        context_size: int | None = None,
+    ) -> CompressionResult:
+        """Compress ``messages`` of ``thread_id`` on slimcache's loop.
+
+        Args:
+            messages: The conversation as OpenAI-style dicts.
+            thread_id: The thread; ``None`` caches nothing.
+            context_size: The model's context window, for fractions.
+
+        Raises:
+            ConfigurationError: A size is a fraction and ``context_size`` is ``None``.
+            InvalidInput: A message breaks a rule slimcache checks.
+            StoreError: The store failed (unless ``on_store_error="bypass"``).
+            SummarizerError: The summarizer failed and ``on_summarizer_error="raise"``.
+        """
+        pair = self._pair(context_size)
+        with calling_from(asyncio.get_running_loop()):
+            pending = default_runner().submit(self._run(pair, messages, thread_id))
+        return await asyncio.wrap_future(pending)
+
+    async def aclose(self) -> None:
+        """Close the store if it was given as a URL."""
+        await self._handle.aclose()
+
+    def close(self) -> None:
+        """Close the store if it was given as a URL."""
+        self._handle.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _policies(self, context_size: int | None) -> tuple[Trigger, Keep]:
+        if self._needs_size and context_size is None:
+            raise ConfigurationError(
+                "a fraction in trigger or keep needs the model's context size, which the model "
+                "does not give: use ('tokens', n) or ('messages', n)"
+            )
+        trigger = trigger_policy(self._trigger, context_size)
+        return trigger, keep_policy(self._keep, trigger, context_size)
+
+    def _build(self, store: Store, trigger: Trigger, keep: Keep) -> SummarizeCompressor:
+        return SummarizeCompressor(
+            self._summarizer, store, trigger=trigger, keep=keep, **self._settings
+        )
+
+    def _pair(self, context_size: int | None) -> tuple[SummarizeCompressor, SummarizeCompressor]:
+        key = context_size if self._needs_size else None
+        with self._lock:
+            pair = self._compressors.get(key)
+            if pair is None:
+                trigger, keep = self._policies(key)
+                store = self._handle.store
+                pair = (self._build(store, trigger, keep), self._build(store, Never(), keep))
+                self._compressors[key] = pair
+            return pair
+
+    async def _run(
+        self,
+        pair: tuple[SummarizeCompressor, SummarizeCompressor],
+        messages: Sequence[Message],
+        thread_id: str | None,
+    ) -> CompressionResult:
+        compressor, cached_only = pair
+        try:
+            return await compressor.compress_detailed(messages, thread_id=thread_id)
+        except SummarizerError as exc:
+            if self._mode == "raise":
+                raise
+            logger.warning(
+                "the summarizer failed; serving the last cached summary of thread %s and the "
+                "messages since: %s",
+                thread_id,
+                exc,
+            )
+            return await cached_only.compress_detailed(messages, thread_id=thread_id)

@@ -1,0 +1,68 @@
+"""The OpenAI Agents SDK with slimcache: cached summaries of what a run's model receives.
+
+:class:`CachedSummarizationFilter` goes in ``RunConfig(call_model_input_filter=...)`` and
+compresses the model's input items (the session and your list stay as they are);
+:class:`CachedSummarySession` wraps any ``Session`` so that a run reads the cached summary and
+the recent items::
+
+    from agents import Agent, RunConfig, Runner
+    from slimcache.openai_agents import CachedSummarizationFilter
+
+    summarize = CachedSummarizationFilter(
+        "gpt-4o-mini", "redis://localhost:6379/0", thread_id="chat-42"
+    )
+    run_config = RunConfig(call_model_input_filter=summarize)
+    result = Runner.run_sync(agent, history, run_config=run_config)
+
+:class:`AgentsSummarizer` makes any model the SDK can call a slimcache summarizer.
+
+Needs the Agents SDK (``pip install "slimcache[openai-agents]"``). Importing this module does
+not import it; using what needs it without it raises :class:`~slimcache.MissingExtraError`.
+"""
+
+from __future__ import annotations
+
+import importlib as _importlib
+import typing as _typing
+
+from slimcache._exceptions import MissingExtraError as _MissingExtraError
+from slimcache._public import publish as _publish
+
+if _typing.TYPE_CHECKING:
+    from slimcache.openai_agents._filter import (
+        CachedSummarizationFilter as CachedSummarizationFilter,
+    )
+    from slimcache.openai_agents._session import CachedSummarySession as CachedSummarySession
+    from slimcache.openai_agents._summarizer import AgentsSummarizer as AgentsSummarizer
+
+__all__ = ["AgentsSummarizer", "CachedSummarizationFilter", "CachedSummarySession"]
+
+# Each needs the agents package, so they are imported on first use, not with this module.
+_LAZY = {
+    "AgentsSummarizer": "slimcache.openai_agents._summarizer",
+    "CachedSummarizationFilter": "slimcache.openai_agents._filter",
+    "CachedSummarySession": "slimcache.openai_agents._session",
+}
+
+if not _typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """Import a name that needs the Agents SDK when it is first asked for."""
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        try:
+            module = _importlib.import_module(_LAZY[name])
+        except ImportError as exc:
+            if exc.name is None or not exc.name.startswith(("agents", "openai")):
+                raise
+            raise _MissingExtraError(
+                f"slimcache.openai_agents.{name} needs the OpenAI Agents SDK: "
+                'pip install "slimcache[openai-agents]"'
+            ) from None
+        value = getattr(module, name)
+        _publish(__name__, {name: value}, [name])
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted([*globals(), *__all__])

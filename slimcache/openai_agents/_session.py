@@ -1,0 +1,132 @@
+"""``CachedSummarySession``: any Agents SDK session, read through cached summaries."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from agents.memory.session import Session
+from agents.memory.session_settings import SessionSettings
+from agents.models.interface import Model
+
+from slimcache._exceptions import ConfigurationError
+from slimcache.core.results import Stats
+from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
+from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.frameworks.compression import OnSummarizerError
+from slimcache.frameworks.sizes import ContextSize, TriggerSpec
+from slimcache.messages import TokenCounter, approx_tokens
+from slimcache.openai_agents._compressing import ItemCompression
+from slimcache.openai_agents._convert import Placement
+from slimcache.stores import Store
+
+__all__ = ["CachedSummarySession"]
+
+
+class CachedSummarySession:
+    """Wraps an Agents SDK ``Session`` so that a run reads the cached summary and the recent items.
+
+    Give it to ``Runner.run(agent, input, session=...)`` in place of the session it wraps
+    (``SQLiteSession``, ``RedisSession``, ``SQLAlchemySession``, your own). ``get_items()``
+    returns the session's items compressed: once ``trigger`` is reached, the older ones as one
+    summary message and the last ``keep`` verbatim, with the summaries cached in ``store`` under
+    the session's id. Everything else (``add_items``, ``pop_item``, ``clear_session``, a
+    ``get_items(limit)``) goes to the wrapped session as it is: the stored history is never
+    rewritten, and works with any model the SDK can call. ``session_settings`` are the wrapped
+    session's. The arguments after ``thread_id`` (``trigger``, ``keep``, ``token_counter``,
+    ``max_summary_tokens``, ``prompts``, ``summary_template``, ``summary_placement``,
+    ``namespace``, ``ttl``, ``context_window``, ``on_summarizer_error``, ``on_store_error``) are
+    those of :class:`~slimcache.openai_agents.CachedSummarizationFilter`.
+
+    Args:
+        session: The session to wrap.
+        model: What writes the summaries: an Agents SDK ``Model``, a model name, or a slimcache
+            summarizer ``(messages, context) -> str``.
+        store: A store, a store URL (opened here and closed by :meth:`close`), or ``None``.
+        thread_id: The thread the summaries are kept under (default: ``session.session_id``).
+
+    Raises:
+        ConfigurationError: For any invalid argument, before the store is opened.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        model: Model | str | Summarizer,
+        store: Store | str | None = None,
+        *,
+        thread_id: str | None = None,
+        trigger: TriggerSpec = ("messages", 50),
+        keep: ContextSize = ("messages", 20),
+        token_counter: TokenCounter = approx_tokens,
+        max_summary_tokens: int = 1000,
+        prompts: Prompts | None = None,
+        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
+        summary_placement: Placement = "system",
+        namespace: str = "",
+        ttl: float | None = None,
+        context_window: int | None = None,
+        on_summarizer_error: OnSummarizerError = "degrade",
+        on_store_error: Literal["raise", "bypass"] = "raise",
+    ) -> None:
+        if not isinstance(session, Session):
+            raise ConfigurationError(f"session must be an Agents SDK Session, got {session!r}")
+        if thread_id is not None and not isinstance(thread_id, str):
+            raise ConfigurationError(f"thread_id must be a string, got {thread_id!r}")
+        self._items = ItemCompression(
+            model,
+            store,
+            trigger=trigger,
+            keep=keep,
+            token_counter=token_counter,
+            max_summary_tokens=max_summary_tokens,
+            prompts=prompts,
+            summary_template=summary_template,
+            summary_placement=summary_placement,
+            namespace=namespace,
+            ttl=ttl,
+            context_window=context_window,
+            on_summarizer_error=on_summarizer_error,
+            on_store_error=on_store_error,
+        )
+        self.session = session
+        self.session_id: str = session.session_id
+        self.session_settings: SessionSettings | None = getattr(session, "session_settings", None)
+        self._thread_id = thread_id or session.session_id
+
+    @property
+    def store(self) -> Store:
+        """The store the summaries are kept in."""
+        return self._items.compression.store
+
+    @property
+    def stats(self) -> Stats:
+        """The counters: requests, cache hits, summarizer calls, tokens saved."""
+        return self._items.stats
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The session's items, the older ones summarized (``limit``: the wrapped session's
+        last ``limit`` items, as they are)."""
+        items = await self.session.get_items(limit)
+        if limit is not None:
+            return items
+        return await self._items.compress(items, self._thread_id)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Add ``items`` to the wrapped session."""
+        await self.session.add_items(items)
+
+    async def pop_item(self) -> Any:
+        """Remove and return the wrapped session's most recent item."""
+        return await self.session.pop_item()
+
+    async def clear_session(self) -> None:
+        """Clear the wrapped session (the cached summaries stay until their TTL or a clear)."""
+        await self.session.clear_session()
+
+    def close(self) -> None:
+        """Close the store when it was given as a URL (not the wrapped session)."""
+        self._items.compression.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, from async code."""
+        await self._items.compression.aclose()

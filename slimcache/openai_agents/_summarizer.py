@@ -1,0 +1,113 @@
+"""A model the OpenAI Agents SDK can call, as a slimcache summarizer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agents.model_settings import ModelSettings
+from agents.models.interface import Model, ModelTracing
+from agents.models.multi_provider import MultiProvider
+
+from slimcache._exceptions import ConfigurationError
+from slimcache.core.summarizer import SummaryContext
+from slimcache.core.truncation import (
+    OnTruncated,
+    Reply,
+    check_on_truncated,
+    summarize_within_budget,
+)
+from slimcache.frameworks.caller_loop import on_caller_loop
+from slimcache.messages import Message
+
+__all__ = ["AgentsSummarizer"]
+
+
+def _reply_text(output: Sequence[Any]) -> str:
+    texts: list[str] = []
+    for item in output:
+        if getattr(item, "type", None) != "message":
+            continue
+        for part in getattr(item, "content", None) or ():
+            text = getattr(part, "text", None)
+            if isinstance(text, str):
+                texts.append(text)
+    return "".join(texts)
+
+
+class AgentsSummarizer:
+    """Makes a model the OpenAI Agents SDK can call a slimcache summarizer.
+
+    Each call is one ``model.get_response``: the task's prompt as the system instructions and
+    the previous summary and the transcript as one user message, with ``max_tokens`` set to the
+    summary's budget, no tools and tracing off. Inside a run
+    (:class:`~slimcache.openai_agents.CachedSummarizationFilter`), the request goes out on the
+    run's own event loop, where the model's HTTP client belongs.
+
+    Args:
+        model: An Agents SDK ``Model`` (``OpenAIResponsesModel``, ``OpenAIChatCompletionsModel``,
+            a LiteLLM model, your own), or a model name, resolved by the SDK's ``MultiProvider``
+            (``"gpt-4o-mini"``, ``"litellm/anthropic/claude-..."``).
+        name: The id slimcache records with each cached summary (default:
+            ``"openai-agents:<model>"``).
+        on_truncated: When the reply is still cut after asking for a shorter one: ``"accept"``
+            (default) keeps it with a warning; ``"raise"`` raises
+            :class:`~slimcache.SummarizerError`.
+
+    Raises:
+        ConfigurationError: ``model`` is neither, or ``on_truncated`` is not valid.
+    """
+
+    def __init__(
+        self, model: Model | str, *, name: str | None = None, on_truncated: OnTruncated = "accept"
+    ) -> None:
+        label = model if isinstance(model, str) else type(model).__name__
+        if isinstance(model, str):
+            try:
+                model = MultiProvider().get_model(model)
+            except Exception as exc:  # the SDK raises UserError for an unknown prefix
+                raise ConfigurationError(f"model {label!r}: {exc}") from exc
+        if not isinstance(model, Model):
+            raise ConfigurationError(
+                f"model must be an Agents SDK Model or a model name, got {model!r}"
+            )
+        self.model = model
+        self.name = name or f"openai-agents:{getattr(model, 'model', None) or label}"
+        # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
+        self.__qualname__ = self.name
+        self.on_truncated = check_on_truncated(on_truncated)
+
+    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
+        """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
+
+        Raises:
+            SummarizerError: The reply has no text, or it is still cut (with
+                ``on_truncated="raise"``).
+        """
+        body = str(context.to_chat(messages)[1]["content"])
+
+        async def complete(prompt: str) -> Reply:
+            async def ask() -> Any:
+                return await self.model.get_response(
+                    prompt,
+                    [{"role": "user", "content": body}],
+                    ModelSettings(max_tokens=context.max_tokens),
+                    [],
+                    None,
+                    [],
+                    ModelTracing.DISABLED,
+                    previous_response_id=None,
+                    conversation_id=None,
+                    prompt=None,
+                )
+
+            # The SDK's ModelResponse carries no stop reason: a reply is taken at its word.
+            response = await on_caller_loop(ask)
+            return Reply(_reply_text(response.output), False, "no stop reason given")
+
+        return await summarize_within_budget(
+            complete, context, on_truncated=self.on_truncated, name=self.name
+        )
+
+    def __repr__(self) -> str:
+        return f"AgentsSummarizer({self.model!r})"

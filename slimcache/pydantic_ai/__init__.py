@@ -1,0 +1,61 @@
+"""Pydantic AI with slimcache: cached summaries for an agent, as a capability.
+
+:class:`CachedSummarization` keeps what an agent's model receives within bounds, with its
+summaries cached in your store and shared by every worker, while the run's history keeps every
+message::
+
+    from pydantic_ai import Agent
+    from slimcache.pydantic_ai import CachedSummarization
+
+    summarize = CachedSummarization("openai:gpt-4o-mini", "redis://localhost:6379/0")
+    agent = Agent("openai:gpt-4o", capabilities=[summarize])
+    result = agent.run_sync("Hotels?", message_history=history, conversation_id="chat-42")
+
+:class:`PydanticAISummarizer` makes any Pydantic AI model a slimcache summarizer.
+
+Needs Pydantic AI 2 (``pip install "slimcache[pydantic-ai]"``). Importing this module does not
+import it; using what needs it without it raises :class:`~slimcache.MissingExtraError`.
+"""
+
+from __future__ import annotations
+
+import importlib as _importlib
+import typing as _typing
+
+from slimcache._exceptions import MissingExtraError as _MissingExtraError
+from slimcache._public import publish as _publish
+
+if _typing.TYPE_CHECKING:
+    from slimcache.pydantic_ai._capability import CachedSummarization as CachedSummarization
+    from slimcache.pydantic_ai._summarizer import PydanticAISummarizer as PydanticAISummarizer
+
+__all__ = ["CachedSummarization", "PydanticAISummarizer"]
+
+# Both need pydantic_ai, so they are imported on first use, not with this module.
+_LAZY = {
+    "CachedSummarization": "slimcache.pydantic_ai._capability",
+    "PydanticAISummarizer": "slimcache.pydantic_ai._summarizer",
+}
+
+if not _typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """Import a name that needs Pydantic AI when it is first asked for."""
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        try:
+            module = _importlib.import_module(_LAZY[name])
+        except ImportError as exc:
+            if exc.name is None or not exc.name.startswith("pydantic_ai"):
+                raise
+            raise _MissingExtraError(
+                f"slimcache.pydantic_ai.{name} needs Pydantic AI 2: "
+                'pip install "slimcache[pydantic-ai]"'
+            ) from None
+        value = getattr(module, name)
+        _publish(__name__, {name: value}, [name])
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted([*globals(), *__all__])

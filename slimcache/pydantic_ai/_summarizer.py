@@ -1,0 +1,92 @@
+"""A Pydantic AI model as a slimcache summarizer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai.direct import model_request
+from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart, UserPromptPart
+from pydantic_ai.models import Model, infer_model
+
+from slimcache._exceptions import ConfigurationError
+from slimcache.core.summarizer import SummaryContext
+from slimcache.core.truncation import (
+    OnTruncated,
+    Reply,
+    check_on_truncated,
+    summarize_within_budget,
+)
+from slimcache.frameworks.caller_loop import on_caller_loop
+from slimcache.messages import Message
+
+__all__ = ["PydanticAISummarizer"]
+
+
+class PydanticAISummarizer:
+    """Makes a Pydantic AI model (or a model name such as ``"openai:gpt-4o-mini"``) a slimcache
+    summarizer.
+
+    Each call sends one request through ``pydantic_ai.direct.model_request``: a system prompt
+    with the task's prompt and a user prompt with the previous summary and the transcript, with
+    ``max_tokens`` set to the summary's budget. A reply that stopped at the budget
+    (``finish_reason="length"``) is asked for again with a prompt asking for a shorter summary;
+    see ``on_truncated``.
+
+    Inside an agent (:class:`~slimcache.pydantic_ai.CachedSummarization`), the request goes out
+    on the agent's own event loop, where the model's HTTP client belongs.
+
+    Args:
+        model: A Pydantic AI ``Model``, or a model name as ``Agent`` takes it.
+        name: The id slimcache records with each cached summary (default:
+            ``"pydantic-ai:<model name>"``).
+        on_truncated: When the reply is still cut after asking for a shorter one: ``"accept"``
+            (default) keeps the cut summary and logs a warning, ``"raise"`` raises
+            :class:`~slimcache.SummarizerError`.
+
+    Raises:
+        ConfigurationError: The model name is unknown, or ``on_truncated`` is not valid.
+    """
+
+    def __init__(
+        self, model: Model | str, *, name: str | None = None, on_truncated: OnTruncated = "accept"
+    ) -> None:
+        if isinstance(model, str):
+            try:
+                model = infer_model(model)
+            except Exception as exc:  # pydantic_ai raises UserError, ValueError, ImportError...
+                raise ConfigurationError(f"model {model!r}: {exc}") from exc
+        if not isinstance(model, Model):
+            raise ConfigurationError(
+                f"model must be a Pydantic AI Model or model name, got {model!r}"
+            )
+        self.model = model
+        self.name = name or f"pydantic-ai:{model.model_name}"
+        # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
+        self.__qualname__ = self.name
+        self.on_truncated = check_on_truncated(on_truncated)
+
+    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
+        """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
+
+        Raises:
+            SummarizerError: The reply has no text, or it is cut at the budget even when asked
+                for a shorter summary (with ``on_truncated="raise"``).
+        """
+        body = context.to_chat(messages)[1]["content"]
+
+        async def complete(prompt: str) -> Reply:
+            request = ModelRequest(parts=[SystemPromptPart(prompt), UserPromptPart(body)])
+            settings: Any = {"max_tokens": context.max_tokens}
+            reply: ModelResponse = await on_caller_loop(
+                lambda: model_request(self.model, [request], model_settings=settings)
+            )
+            reason = getattr(reply, "finish_reason", None)
+            return Reply(reply.text or "", reason == "length", f"finish_reason={reason!r}")
+
+        return await summarize_within_budget(
+            complete, context, on_truncated=self.on_truncated, name=self.name
+        )
+
+    def __repr__(self) -> str:
+        return f"PydanticAISummarizer({self.model!r})"
