@@ -6,18 +6,23 @@ while its summarizer runs, and a holder that cannot release (the store failed) k
 the background until the lease would have expired anyway, so the first request after an outage
 does not wait out a stale lease.
 
-No waiter trusts another worker's clock. The store expires a lease by its own clock (Redis by
-its TTL; SQL by the database's time; the memory store by its own), and a holder's renewal
-refreshes that TTL. On stores with compare-and-set a waiter takes a lease over when:
+The deadline in the value is written by the holder's clock. On stores with compare-and-set a
+waiter takes a lease over when:
 
 - its value is not one slimcache wrote: no token, or a deadline that is not a finite number;
-- its deadline is more than :data:`CLOCK_TOLERANCE` seconds in the waiter's past (a holder
-  renews well before its deadline, so only a holder whose clock is further behind than that
-  could still be alive);
 - the waiter has watched the same value for ``lease_ttl + WATCH_SLACK`` seconds by its own
   monotonic clock. A live holder rewrites the value every ``lease_ttl / 3`` seconds, so a value
   that stays the same that long was left by a worker that is gone, whatever deadline it
-  claims (one far in the future, or one written by a clock that runs ahead).
+  claims (one far in the future, or one written by a clock that runs ahead);
+- only on a store whose expiry is the writer's clock (see
+  :class:`~slimcache.stores.SupportsOwnExpiry`): its deadline is more than
+  :data:`CLOCK_TOLERANCE` seconds in the waiter's past (a holder renews well before its
+  deadline, so only a holder whose clock is further behind than that could still be alive).
+
+A store that times expiry by a clock of its own (Redis by its TTL, SQL by the database's time,
+the memory store by its own) has already judged a lease that is still there to be live: there
+a waiter never reads the deadline against its own clock, and waits for the store's expiry, the
+holder's release or the watch. No worker's clock error then makes a live holder lose its lease.
 
 So no lease, whatever it holds, keeps a waiter longer than ``lease_ttl + WATCH_SLACK`` seconds.
 """
@@ -36,36 +41,50 @@ from slimcache._exceptions import StoreError
 from slimcache.core.store_io import StoreIO, in_background
 from slimcache.stores.protocol import CompareAndDeleteOp, GetOp, SetIfAbsentOp
 
-__all__ = ["CLOCK_TOLERANCE", "WATCH_SLACK", "Lease", "lease_is_abandoned"]
+__all__ = ["CLOCK_TOLERANCE", "WATCH_SLACK", "Lease", "lease_is_abandoned", "lease_is_foreign"]
 
 logger = logging.getLogger("slimcache")
 
 CLOCK_TOLERANCE = 300.0
-"""Seconds a live holder's clock may be behind a waiter's: a deadline further in the waiter's
-past than this marks the lease as abandoned at once."""
+"""On a store whose expiry is the writer's clock: seconds a live holder's clock may be behind a
+waiter's. A deadline further in the waiter's past than this marks the lease as abandoned at
+once."""
 
 WATCH_SLACK = 1.0
 """Seconds beyond ``lease_ttl`` that a waiter watches an unchanged lease value before it counts
 as abandoned: room for the holder's renewal call to reach the store."""
 
 
-def lease_is_abandoned(raw: str, now: float, *, tolerance: float = CLOCK_TOLERANCE) -> bool:
-    """Whether a lease value can be taken over on sight, without watching it.
-
-    True when the value is not one slimcache wrote (no token, or a deadline that is not a
-    finite number) or its deadline is more than ``tolerance`` seconds before ``now``.
+def lease_is_foreign(raw: str) -> bool:
+    """Whether a lease value cannot be a live slimcache holder's: no token, or a deadline that
+    is not a finite number. Such a value is taken over on sight, on every store.
 
     Args:
         raw: The stored value.
-        now: The reader's Unix time.
-        tolerance: Seconds a live holder's clock may be behind the reader's.
     """
     token, _, deadline = raw.partition(" ")
     try:
         until = float(deadline)
     except ValueError:
         return True
-    return not token or not math.isfinite(until) or until + tolerance < now
+    return not token or not math.isfinite(until)
+
+
+def lease_is_abandoned(raw: str, now: float, *, tolerance: float = CLOCK_TOLERANCE) -> bool:
+    """Whether a lease value can be taken over on sight on a store whose expiry is the writer's
+    clock, without watching it.
+
+    True when the value is foreign (:func:`lease_is_foreign`) or its deadline is more than
+    ``tolerance`` seconds before ``now``.
+
+    Args:
+        raw: The stored value.
+        now: The reader's Unix time.
+        tolerance: Seconds a live holder's clock may be behind the reader's.
+    """
+    if lease_is_foreign(raw):
+        return True
+    return float(raw.partition(" ")[2]) + tolerance < now
 
 
 class Lease:
@@ -75,8 +94,9 @@ class Lease:
         io: The store calls (the store must have ``set_if_absent``).
         key: The lease key.
         ttl: Seconds the lease lives unless renewed.
-        clock: Unix time, replaceable in tests. It only writes the deadline shown in the
-            value; no other worker's decision depends on it agreeing with theirs.
+        clock: Unix time, replaceable in tests. It writes the deadline shown in the value,
+            which other workers compare with their own clocks only on a store whose expiry
+            is the writer's clock.
         watch_clock: Monotonic seconds, for how long a waiter has seen one value.
     """
 
@@ -167,7 +187,13 @@ class Lease:
 
     def _abandoned(self, seen: str) -> bool:
         """Whether ``seen`` may be taken over now, watching it from its first sight."""
-        if lease_is_abandoned(seen, self.clock()):
+        # Where the store times expiry itself, a lease still there is live by the store's
+        # judgement, whatever deadline the holder's clock wrote into it.
+        if self.io.expires_itself:
+            on_sight = lease_is_foreign(seen)
+        else:
+            on_sight = lease_is_abandoned(seen, self.clock())
+        if on_sight:
             return True
         now = self.watch_clock()
         if self._watched is None or self._watched[0] != seen:

@@ -37,6 +37,7 @@ from slimcache.stores.protocol import (
     SupportsSetIfAbsent,
     abilities,
     call_bound,
+    expires_by_itself,
 )
 from slimcache.stores.toolkit import run_bounded, run_op
 
@@ -182,6 +183,8 @@ class StoreIO:
         """Whether the store runs several operations in one round trip (``batch``)."""
         self.compares = can.compare_and_set
         """Whether the store has ``compare_and_set`` and ``compare_and_delete``."""
+        self.expires_itself = expires_by_itself(store)
+        """Whether the store times every TTL by a clock of its own (``expiry_clock``)."""
         self._reads_many = can.get_many
         # Entries expire with a TTL: none is then served from this process's memory.
         self.known = known_entries(store) if ttl is None else None

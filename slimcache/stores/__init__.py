@@ -27,8 +27,10 @@ from slimcache.stores.protocol import (
     SupportsClose,
     SupportsCompareAndSet,
     SupportsGetMany,
+    SupportsOwnExpiry,
     SupportsSetIfAbsent,
     call_bound,
+    expires_by_itself,
 )
 from slimcache.stores.registry import ENTRY_POINT_GROUP, open_store, store_schemes
 from slimcache.stores.toolkit import (
@@ -74,6 +76,7 @@ __all__ = [
     "SupportsClose",
     "SupportsCompareAndSet",
     "SupportsGetMany",
+    "SupportsOwnExpiry",
     "SupportsSetIfAbsent",
     "ThreadIndex",
     "ThreadKeys",
@@ -85,6 +88,7 @@ __all__ = [
     "decode_value",
     "driver_timeout",
     "encode_thread_id",
+    "expires_by_itself",
     "open_store",
     "positive_int",
     "redact_url",

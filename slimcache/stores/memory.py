@@ -38,6 +38,9 @@ class MemoryStore:
         clock: Monotonic clock in seconds, replaceable in tests.
     """
 
+    expiry_clock = "store"
+    """Entries expire by this store's own clock (see :class:`SupportsOwnExpiry`)."""
+
     def __init__(
         self,
         *,

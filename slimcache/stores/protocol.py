@@ -26,11 +26,13 @@ __all__ = [
     "SupportsClose",
     "SupportsCompareAndSet",
     "SupportsGetMany",
+    "SupportsOwnExpiry",
     "SupportsSetIfAbsent",
     "abilities",
     "call_bound",
     "check_ops",
     "conforms",
+    "expires_by_itself",
     "positive_int",
     "validate_ttl",
 ]
@@ -266,6 +268,47 @@ def call_bound(store: object) -> float | None:
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
         return None
     return float(seconds) if 0 <= seconds < math.inf else None
+
+
+@runtime_checkable
+class SupportsOwnExpiry(Protocol):
+    """Optional ability: the store times every TTL by one clock of its own.
+
+    ``expiry_clock`` says whose clock decides that an entry written with a TTL has expired:
+
+    - ``"store"``: one clock of the store's own, whichever client wrote or reads the entry.
+      Redis expires keys by their TTL; the SQL store computes and compares expiry times with
+      the database's clock inside its statements; :class:`MemoryStore` uses its own clock (a
+      subclass inherits the declaration: override it if the subclass times expiry otherwise).
+      An entry that is still there is live, whatever any client's clock says.
+    - ``"writer"``: the clock of the client that wrote the entry, compared with the reader's
+      (the S3 store, whose objects carry their expiry time in their metadata).
+
+    The thread lease relies on it. On a store that times expiry itself, a waiter never takes
+    the lease over because of the deadline its value states (read by the holder's clock), so
+    no worker's clock error, of any size, makes a live holder lose its lease. A store that
+    does not declare it, or declares anything but ``"store"``, counts as ``"writer"``: there a
+    lease whose stated deadline lies more than
+    :data:`~slimcache.core.lease.CLOCK_TOLERANCE` seconds in a waiter's past is taken over.
+    """
+
+    @property
+    def expiry_clock(self) -> str:
+        """``"store"`` or ``"writer"``: see the class docstring."""
+        ...
+
+
+def expires_by_itself(store: object) -> bool:
+    """Whether ``store`` times every TTL by a clock of its own (see :class:`SupportsOwnExpiry`).
+
+    ``False`` when it does not declare it, or declares anything but ``"store"``: a store is
+    trusted with its own expiry only when it says so plainly.
+    """
+    try:
+        clock = getattr(store, "expiry_clock", None)
+    except Exception:  # a broken property is no declaration
+        return False
+    return isinstance(clock, str) and clock == "store"
 
 
 @runtime_checkable

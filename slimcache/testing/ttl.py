@@ -33,6 +33,17 @@ class TTLConformance(ConformanceBase):
         await store.set(key, "value", ttl=3600)
         assert await store.get(key) == "value"
 
+    async def test_expiry_clock_when_declared_is_store_or_writer(
+        self, store_factory: StoreFactory
+    ) -> None:
+        # Any other value counts as the writer's clock: a misspelt "store" would silently lose
+        # what the declaration was meant to give (see SupportsOwnExpiry).
+        store = await store_factory()
+        declared = getattr(store, "expiry_clock", None)
+        assert declared in (None, "store", "writer"), (
+            f"expiry_clock must be 'store' or 'writer', got {declared!r}"
+        )
+
     async def test_ttl_expires_and_untimed_key_persists(self, store_factory: StoreFactory) -> None:
         store = await store_factory()
         forever, long_lived, short = _unique("forever"), _unique("long"), _unique("short")

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
 from slimcache import KeepMessages, MemoryStore, MessageThreshold, StoreError, SummarizeCompressor
-from slimcache.core.lease import CLOCK_TOLERANCE, WATCH_SLACK, Lease, lease_is_abandoned
+from slimcache.core.lease import (
+    CLOCK_TOLERANCE,
+    WATCH_SLACK,
+    Lease,
+    lease_is_abandoned,
+    lease_is_foreign,
+)
 from slimcache.core.results import Stats
 from slimcache.core.store_io import StoreIO
 from slimcache.stores import ThreadKeys
 from slimcache.stores.protocol import StoreOp
-from tests.fakes import RecordingSummarizer, chat
+from tests.fakes import RecordingSummarizer, WithoutBatch, chat
 
 
 def make(summarizer: Any, store: Any, **options: Any) -> SummarizeCompressor:
@@ -86,22 +92,39 @@ async def test_interleaved_rolling_requests_make_the_sequential_calls() -> None:
     assert sorted((c.context.start, c.context.end) for c in summarizer.calls) == expected
 
 
-async def test_an_abandoned_lease_is_taken_over_at_once() -> None:
-    store = MemoryStore()
+class WriterClockStore(MemoryStore):
+    """A memory store declaring that its expiry is the writer's clock, as S3's is."""
+
+    expiry_clock = "writer"
+
+
+def _undeclared() -> Any:
+    """A user's store with every ability but no ``expiry_clock``: it counts as the writer's."""
+    return WithoutBatch(MemoryStore())
+
+
+@pytest.mark.parametrize(
+    ("stale", "make_store"),
+    [
+        # Bytes slimcache did not write: on sight, on every store.
+        ("\x00garbage", MemoryStore),
+        ("\x00garbage", _undeclared),
+        # A deadline long past, in a value the store never expires (written with no TTL): on
+        # sight where the expiry is the writer's clock.
+        ("dead-token 1.0", WriterClockStore),
+        ("dead-token 1.0", _undeclared),
+    ],
+)
+async def test_an_abandoned_lease_is_taken_over_at_once(stale: str, make_store: Any) -> None:
+    store = make_store()
     keys = ThreadKeys("t")
-    # A lease left by a worker that died, whose deadline has passed but which never expired
-    # (the store was told no TTL), and one that holds bytes slimcache did not write.
-    for stale in ("dead-token 1.0", "\x00garbage"):
-        await store.set(keys.lease, stale)
-        summarizer = RecordingSummarizer()
-        started = time.monotonic()
-        result = await make(summarizer, store, lock_wait=30).compress_detailed(
-            chat(30), thread_id="t"
-        )
-        assert time.monotonic() - started < 5
-        assert result.outcome in ("summarized", "hit")
-        assert await store.get(keys.lease) is None
-        await store.delete(keys.index)
+    await store.set(keys.lease, stale)
+    summarizer = RecordingSummarizer()
+    started = time.monotonic()
+    result = await make(summarizer, store, lock_wait=30).compress_detailed(chat(30), thread_id="t")
+    assert time.monotonic() - started < 5
+    assert result.outcome == "summarized"
+    assert await store.get(keys.lease) is None
 
 
 async def test_a_live_lease_is_not_taken_over() -> None:
@@ -129,9 +152,64 @@ def test_lease_values_slimcache_did_not_write_or_long_past_are_abandoned_on_sigh
     assert not lease_is_abandoned(f"tok {past}", now=past + 60)
     assert not lease_is_abandoned(f"tok {past}", now=past + 0.5)
     for foreign in ("no-deadline", " 100.0", "tok nan", "tok inf", "tok -inf", "tok 1e400"):
+        assert lease_is_foreign(foreign), foreign
         assert lease_is_abandoned(foreign, now=past), foreign
     # Far in the future is not abandoned on sight: a waiter watches it (see below).
     assert not lease_is_abandoned("tok 99999999999", now=past)
+    for written in (f"tok {past}", "tok 99999999999", "tok 0"):
+        assert not lease_is_foreign(written), written
+
+
+# Seconds off the right time: (the holder's clock, the waiter's clock).
+CLOCK_PAIRS = {
+    "holder an hour slow": (-3600.0, 0.0),
+    "waiter an hour fast": (0.0, 3600.0),
+    "holder an hour fast, waiter an hour slow": (3600.0, -3600.0),
+}
+
+
+@pytest.mark.parametrize("clocks", list(CLOCK_PAIRS))
+async def test_on_a_store_that_expires_leases_itself_no_clock_error_takes_a_live_lease(
+    clocks: str,
+) -> None:
+    holder_offset, waiter_offset = CLOCK_PAIRS[clocks]
+    store = MemoryStore()
+    io = StoreIO(store, Stats(), timeout=1.0, ttl=None)
+    assert io.expires_itself
+    ticks = [0.0]  # seconds passing, on every clock
+
+    def clock(offset: float) -> Callable[[], float]:
+        return lambda: time.time() + ticks[0] + offset
+
+    holder = Lease(io, "k", ttl=10, clock=clock(holder_offset))
+    waiter = Lease(io, "k", ttl=10, clock=clock(waiter_offset), watch_clock=lambda: ticks[0])
+    assert await holder.acquire()
+    # A holder renewing every third of the TTL keeps its lease, however long it holds it.
+    for renewal in range(10):
+        assert holder.value is not None
+        assert not await waiter.take_over(holder.value)
+        ticks[0] = (renewal + 1) * 10 / 3
+        assert await holder.renew()
+    # One that stops renewing loses it once the value is unchanged for the watch.
+    assert holder.value is not None
+    assert not await waiter.take_over(holder.value)
+    ticks[0] += 10 + WATCH_SLACK + 0.01
+    assert await waiter.take_over(holder.value)
+
+
+@pytest.mark.parametrize("make_store", [WriterClockStore, _undeclared])
+async def test_where_expiry_is_the_writers_clock_a_holder_far_behind_loses_its_lease(
+    make_store: Any,
+) -> None:
+    # Kept on stores that do not time expiry themselves (S3, a user's store that does not
+    # say): a deadline more than CLOCK_TOLERANCE in the waiter's past is taken over on sight.
+    io = StoreIO(make_store(), Stats(), timeout=1.0, ttl=None)
+    assert not io.expires_itself
+    holder = Lease(io, "k", ttl=10, clock=lambda: time.time() - CLOCK_TOLERANCE - 60)
+    waiter = Lease(io, "k", ttl=10)
+    assert await holder.acquire()
+    assert holder.value is not None
+    assert await waiter.take_over(holder.value)
 
 
 async def test_a_waiter_takes_over_a_value_unchanged_for_longer_than_the_ttl() -> None:

@@ -162,10 +162,16 @@ def _start_worker(
     return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
 
 
-async def _until_summarizing(worker: subprocess.Popen[str]) -> None:
+async def _said(worker: subprocess.Popen[str]) -> str:
+    """The worker's next line."""
     assert worker.stdout is not None
     line = await asyncio.wait_for(asyncio.to_thread(worker.stdout.readline), WORKER_TIMEOUT)
-    assert line.strip() == "summarizing", f"worker said {line!r}, exit code {worker.poll()}"
+    return line.strip()
+
+
+async def _until_summarizing(worker: subprocess.Popen[str]) -> None:
+    line = await _said(worker)
+    assert line == "summarizing", f"worker said {line!r}, exit code {worker.poll()}"
 
 
 async def _dead_worker(spec: dict[str, Any], thread: str, offset: float) -> None:
@@ -243,3 +249,53 @@ async def test_a_live_holder_whose_clock_is_a_minute_behind_keeps_its_lease(
     assert result.outcome == "hit"
     assert calls_log.read_text().splitlines() == ["1-20 worker"]
     assert compressor.stats.lease_waits == 1
+
+
+# A holder and a waiter in processes of their own, with the wall clocks (seconds off) of each.
+_CLOCK_PAIRS = {
+    "holder an hour slow": (-3600.0, 0.0),
+    "waiter an hour fast": (0.0, 3600.0),
+    "holder an hour fast, waiter an hour slow": (3600.0, -3600.0),
+}
+
+
+@pytest.mark.parametrize("clocks", list(_CLOCK_PAIRS))
+@pytest.mark.parametrize("shared_store", ["redis", "postgres", "sqlite"], indirect=True)
+async def test_on_a_store_that_expires_leases_itself_no_clock_error_takes_a_live_lease(
+    shared_store: dict[str, Any], tmp_path: Path, clocks: str
+) -> None:
+    holder_offset, waiter_offset = _CLOCK_PAIRS[clocks]
+    thread = f"clocks-{uuid.uuid4().hex}"
+    calls_log, go = tmp_path / "calls.log", tmp_path / "go"
+    workers: list[subprocess.Popen[str]] = []
+    try:
+        # The waiter boots first, so that it reaches the lease while the holder summarizes.
+        waiter = _start_worker(
+            shared_store, thread, waiter_offset, "hold", calls_log=calls_log, label="waiter", go=go
+        )
+        workers.append(waiter)
+        assert await _said(waiter) == "ready"
+        # The holder summarizes for longer than a waiter watches one value: only its renewals
+        # keep the waiter off.
+        holder = _start_worker(
+            shared_store,
+            thread,
+            holder_offset,
+            "hold",
+            delay=3 * LEASE_TTL + WATCH_SLACK,
+            calls_log=calls_log,
+            label="holder",
+        )
+        workers.append(holder)
+        await _until_summarizing(holder)
+        go.touch()
+        waited = await _said(waiter)
+        assert await asyncio.to_thread(holder.wait, WORKER_TIMEOUT) == 0
+        assert await asyncio.to_thread(waiter.wait, WORKER_TIMEOUT) == 0
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+    # One summarizer call for the range, the holder's; the waiter waited and was served it.
+    assert calls_log.read_text().splitlines() == ["1-20 holder"]
+    assert waited == "done hit 1"

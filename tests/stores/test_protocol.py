@@ -1,4 +1,5 @@
-"""``conforms``: a store's abilities, looked up once per type, answer as ``isinstance`` does."""
+"""``conforms``: a store's abilities, looked up once per type, answer as ``isinstance`` does;
+``expires_by_itself``: whose clock times a store's expiry."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from slimcache.stores import (
     SupportsClose,
     SupportsCompareAndSet,
     SupportsGetMany,
+    SupportsOwnExpiry,
     SupportsSetIfAbsent,
+    expires_by_itself,
 )
 from slimcache.stores.protocol import conforms
 from tests.fakes import CountingStore, RecordingSummarizer, chat
@@ -95,3 +98,39 @@ async def test_a_store_given_its_methods_per_instance_is_used_by_what_it_has() -
     # The index and the range read again before summarizing: one get_many, by the store that
     # has it; the other store of the same type was read key by key.
     assert reads == [["thread_t:index", "thread_t:summary:1-20"]]
+
+
+class Declares:
+    """A store type stating whose clock times its expiry (``expiry_clock``)."""
+
+    def __init__(self, clock: Any) -> None:
+        self.expiry_clock = clock
+
+
+class BrokenDeclaration:
+    @property
+    def expiry_clock(self) -> str:
+        raise RuntimeError("not connected")
+
+
+def test_a_store_expires_by_itself_only_when_it_says_so_plainly() -> None:
+    from slimcache_redis import RedisStore
+    from slimcache_s3 import S3Store
+    from slimcache_sql import SQLStore
+
+    assert expires_by_itself(MemoryStore())
+    assert (RedisStore.expiry_clock, SQLStore.expiry_clock) == ("store", "store")
+    assert S3Store.expiry_clock == "writer"
+    assert expires_by_itself(Declares("store"))
+    assert isinstance(Declares("store"), SupportsOwnExpiry)
+    # A user's store that does not say, or says anything else, counts as the writer's clock.
+    for subject in (
+        CountingStore(),
+        Declares("writer"),
+        Declares("STORE"),
+        Declares(True),
+        Declares(None),
+        BrokenDeclaration(),
+        object(),
+    ):
+        assert not expires_by_itself(subject), subject

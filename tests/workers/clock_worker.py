@@ -6,10 +6,12 @@ store adapters in this process (lease deadlines, expiry times computed on the cl
 by that much, as on a machine whose clock is wrong. Monotonic clocks are left alone.
 
 The worker opens the store from ``--store`` (JSON: ``{"url": ..., "options": {...}}``) and
-compresses :func:`conversation` once on ``--thread``. Its summarizer prints ``summarizing``
-and then, with ``--mode die``, ends the process at once, holding the thread's lease; with
-``--mode hold`` it sleeps ``--delay`` seconds (renewing the lease all the while), appends one
-line ``"<start>-<end> worker\\n"`` to ``--calls-log``, answers and prints ``done``.
+compresses :func:`conversation` once on ``--thread``. With ``--go``, it first reads the store
+once (connected), prints ``ready`` and waits for that file to appear. Its summarizer prints
+``summarizing`` and then, with ``--mode die``, ends the process at once, holding the thread's
+lease; with ``--mode hold`` it sleeps ``--delay`` seconds (renewing the lease all the while),
+appends one line ``"<start>-<end> <label>\n"`` to ``--calls-log`` (``--label``: ``worker``),
+and answers. Last, the worker prints ``done <outcome> <lease waits>``.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def compressor_options(lease_ttl: float, lock_wait: float) -> dict[str, Any]:
 async def _run(args: argparse.Namespace) -> None:
     from slimcache import Message, SummarizeCompressor, SummaryContext, open_store
     from slimcache.stores import SupportsClose
+    from tests.workers.signals import wait_for
 
     spec = json.loads(args.store)
     store = open_store(spec["url"], **spec["options"])
@@ -70,15 +73,19 @@ async def _run(args: argparse.Namespace) -> None:
             os._exit(0)
         await asyncio.sleep(args.delay)
         fd = os.open(args.calls_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(fd, f"{context.start}-{context.end} worker\n".encode())
+        os.write(fd, f"{context.start}-{context.end} {args.label}\n".encode())
         os.close(fd)
         return f"worker[{context.start}-{context.end}]"
 
     compressor = SummarizeCompressor(
         summarize, store, **compressor_options(args.lease_ttl, args.lock_wait)
     )
-    await compressor.compress(conversation(), thread_id=args.thread)
-    print("done", flush=True)
+    if args.go is not None:
+        await store.get("clock-worker:warm-up")
+        print("ready", flush=True)
+        await wait_for(args.go, timeout=60.0)
+    result = await compressor.compress_detailed(conversation(), thread_id=args.thread)
+    print(f"done {result.outcome} {compressor.stats.lease_waits}", flush=True)
     if isinstance(store, SupportsClose):
         await store.aclose()
 
@@ -94,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--lease-ttl", type=float, required=True)
     parser.add_argument("--lock-wait", type=float, default=30.0)
     parser.add_argument("--calls-log", default=os.devnull)
+    parser.add_argument("--label", default="worker")
+    parser.add_argument("--go", default=None)
     args = parser.parse_args(argv)
     _shift_clock(args.offset)
     asyncio.run(_run(args))

@@ -121,6 +121,8 @@ class RedisStore(CallBoundedStore):
         store = RedisStore(client, prefix="myapp:")
     """
 
+    expiry_clock = "store"  # Redis expires keys by their TTL (see SupportsOwnExpiry)
+
     def __init__(
         self,
         client: redis.asyncio.Redis | redis.asyncio.RedisCluster,

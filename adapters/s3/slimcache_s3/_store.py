@@ -75,6 +75,8 @@ class S3Store(BoundedStore):
             not an S3 client.
     """
 
+    expiry_clock = "writer"  # expiry times by the writer's clock (see SupportsOwnExpiry)
+
     def __init__(
         self,
         client: S3Client,

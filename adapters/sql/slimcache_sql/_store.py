@@ -113,6 +113,8 @@ class SQLStore(CallBoundedStore):
             ``table``, ``timeout`` or ``busy_timeout`` is invalid.
     """
 
+    expiry_clock = "store"  # by the database's clock, in the statements (SupportsOwnExpiry)
+
     def __init__(
         self,
         engine: AsyncEngine,
