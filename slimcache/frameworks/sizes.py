@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal, Union, get_args
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.policy import AnyOf, Keep, KeepMessages, KeepTokens, Trigger, WindowState
@@ -27,7 +27,10 @@ __all__ = [
     "trigger_policy",
 ]
 
-ContextSize = tuple[Literal["messages", "tokens", "fraction"], Union[int, float]]  # noqa: UP007
+SizeKind = Literal["messages", "tokens", "fraction"]
+"""The units of a context size."""
+
+ContextSize = tuple[SizeKind, Union[int, float]]  # noqa: UP007
 """``("messages", 50)``, ``("tokens", 4000)`` or ``("fraction", 0.8)``."""
 
 TriggerSpec = Union[  # noqa: UP007
@@ -37,7 +40,7 @@ TriggerSpec = Union[  # noqa: UP007
 ]
 """One size, a dict of sizes that must all be reached, or a list of either (any one reached)."""
 
-_UNITS = ("messages", "tokens", "fraction")
+_UNITS = get_args(SizeKind)
 
 
 @dataclass(frozen=True)
