@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +37,7 @@ from tests.fakes import RecordingSummarizer, chat
 
 pytestmark = pytest.mark.servers
 
+ROOT = Path(__file__).resolve().parents[2]
 TRIGGER, KEEP, CEILING = 20, 10, 40
 TEMPLATE = "Summary of the earlier conversation:\n{summary}"
 
@@ -487,3 +491,25 @@ def test_a_ceiling_of_another_kind_than_the_trigger_is_taken() -> None:
         trigger=MessageThreshold(20),
         ceiling=TokenThreshold(30_000),
     )
+
+
+# ---------------------------------------------------------------- the guide
+
+
+def test_the_example_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "background_refresh.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[1].split()[0] for line in lines] == ["stale", "stale", "hit"]
+    assert lines[0].endswith("summary range None, 30 sent, 20 behind")
+    assert lines[2].endswith("summary range (0, 19), 12 sent, 0 behind")
+
+
+def test_the_guide_includes_the_example() -> None:
+    guide = (ROOT / "docs" / "guides" / "background-refresh.md").read_text()
+    assert '```python\n--8<-- "examples/background_refresh.py"\n```' in guide
