@@ -26,10 +26,9 @@ from slimcache.core.plan import (
     ServeCached,
     SummarizeAnew,
     decide,
-    window_state,
 )
 from slimcache.core.recorder import observed
-from slimcache.core.refresh import offer_refresh, refreshed, stale_answer
+from slimcache.core.refresh import answered_now, offer_refresh, refreshed, stale_answer
 from slimcache.core.request import Work
 from slimcache.core.results import CompressionResult, Outcome, Stats
 from slimcache.core.settings.compressor import (
@@ -330,12 +329,8 @@ class SummarizeCompressor:
         target = due_range(plan.decision)
         if target is None:
             return await self._settle(work, cache, history, plan)
-        if self._derived.ceiling is not None and not force:
-            base = plan.decision.base if isinstance(plan.decision, ExtendCached) else None
-            state = window_state(history, base, self._derived.rules)
-            if self._derived.ceiling.reason(state) is None:  # within it: answer now
-                offer_refresh(self._store, work, keys, self._refresh)
-                return await stale_answer(self._derived, work, base, target)
+        if (now := await self._answer_now(work, keys, history, plan, force)) is not None:
+            return now
         made = await self._take_turn(work, cache, history, plan, target, force, wait=True)
         assert made is not None  # a request that waits always gets its turn
         return made
@@ -369,6 +364,13 @@ class SummarizeCompressor:
                 plan, reread = await take_turn(
                     cache, plan, lease, target, replan, self._settings.lock_wait, work.stats
                 )
+                # Waited for another worker: what it made may bring this request within the
+                # ceiling. The lease goes first, for the refresh offered to take it.
+                if reread is None and answered_now(self._derived, history, plan.decision, force):
+                    await lease.release()
+                    now = await self._answer_now(work, cache.keys, history, plan, force)
+                    assert now is not None
+                    return now
             else:
                 keys = cache.keys
                 read = await lease.acquire_and_read(
@@ -406,6 +408,16 @@ class SummarizeCompressor:
                     await lease.release()
 
     # ------------------------------------------------------------------ in the background
+
+    async def _answer_now(
+        self, work: Work, keys: ThreadKeys, history: History, plan: PlannedRead, force: bool
+    ) -> CompressionResult | None:
+        """The answer with the summary the store has, its refresh offered; ``None`` when this
+        request waits for the summary (see :func:`answered_now`)."""
+        if (found := answered_now(self._derived, history, plan.decision, force)) is None:
+            return None
+        offer_refresh(self._store, work, keys, self._refresh)
+        return await stale_answer(self._derived, work, *found)
 
     async def _refresh(
         self, checked: CheckedMessages, thread_id: str | None, keys: ThreadKeys

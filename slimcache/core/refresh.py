@@ -20,6 +20,7 @@ from typing import Any
 from slimcache._exceptions import StoreError, SummarizerError
 from slimcache.core import recorder as reporting
 from slimcache.core.background import refreshes
+from slimcache.core.plan import Decision, ExtendCached, History, SummarizeAnew, window_state
 from slimcache.core.request import Work
 from slimcache.core.results import CompressionResult, Stats
 from slimcache.core.settings.compressor import Derived
@@ -27,9 +28,28 @@ from slimcache.messages import CheckedMessages
 from slimcache.stores.entries import RangeRef, SummaryEntry
 from slimcache.stores.keys import ThreadKeys
 
-__all__ = ["offer_refresh", "refreshed", "stale_answer"]
+__all__ = ["answered_now", "offer_refresh", "refreshed", "stale_answer"]
 
 logger = logging.getLogger("slimcache")
+
+
+def answered_now(
+    derived: Derived, history: History, decision: Decision, force: bool
+) -> tuple[SummaryEntry | None, RangeRef] | None:
+    """Whether a request is answered at once, its summary extended in the background:
+    ``refresh="background"``, a summary due, and the answer within the ceiling.
+
+    Returns:
+        The summary to serve (``None``: none yet) and the range due, or ``None`` when the
+        request waits for its summary.
+    """
+    ceiling = derived.ceiling
+    if ceiling is None or force or not isinstance(decision, (ExtendCached, SummarizeAnew)):
+        return None
+    base = decision.base if isinstance(decision, ExtendCached) else None
+    if ceiling.reason(window_state(history, base, derived.rules)) is not None:
+        return None
+    return base, decision.target
 
 
 def offer_refresh(

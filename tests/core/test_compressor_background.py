@@ -222,6 +222,38 @@ async def test_the_ceiling_makes_a_request_wait_as_inline(make_store: StoreFacto
     assert await slimcache.background.drain()
 
 
+async def test_a_request_that_waited_for_a_refresh_is_answered_from_it_when_within(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store()
+    summarizer = HeldSummarizer()
+    summarizer.release()
+    await background(summarizer, store).compress(chat(25), thread_id="t")  # cached: 1-15
+    assert await slimcache.background.drain()
+    summarizer.hold()
+    # 30 messages after the summary: answered at once; its refresh (to 35) holds the lease.
+    await background(summarizer, store).compress(chat(45), thread_id="t")
+    await summarizer.entered.wait()
+    # 45 after the summary: over the ceiling, so this request waits for the lease holder...
+    waiter = background(summarizer, store)
+    waiting = asyncio.ensure_future(waiter.compress_detailed(chat(60), thread_id="t"))
+    while waiter.stats.lease_waits == 0:  # noqa: ASYNC110 (counted before it first sleeps)
+        await asyncio.sleep(0)
+    summarizer.release()
+    result = await waiting
+    # ...whose summary leaves it 25 behind: within, so it is answered from it at once.
+    assert (result.outcome, result.summary_range, result.summarizer_calls) == (
+        "stale",
+        (1, 35),
+        0,
+    )
+    assert result.messages == expected_answer(chat(60), result)
+    assert await slimcache.background.drain()
+    assert [c.end for _, c in summarizer.calls] == [15, 35, 50]
+    hit = await background(summarizer, store).compress_detailed(chat(60), thread_id="t")
+    assert (hit.outcome, hit.summary_range) == ("hit", (1, 50))
+
+
 async def test_a_token_ceiling_bounds_the_whole_answer(make_store: StoreFactory) -> None:
     store = await make_store()
     summarizer = RecordingSummarizer()
