@@ -45,9 +45,10 @@ async def main() -> None:
         for i in range(30)
     ]
     await handle(history)  # stale: nothing cached yet, all 30 messages sent; a refresh starts
-    await handle(history + [{"role": "user", "content": "and the hotel?"}])  # still at once
+    history.append({"role": "user", "content": "and the hotel?"})
+    await handle(history)  # still at once: its refresh is already running
     await slimcache.background.drain()  # at shutdown, or here, to see the result
-    await handle(history + [{"role": "user", "content": "and the hotel?"}])  # a hit
+    await handle(history)  # a hit
 
 
 asyncio.run(main())

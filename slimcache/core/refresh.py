@@ -60,7 +60,9 @@ def offer_refresh(
 ) -> None:
     """Offer the refresh of ``work``'s thread (``refresh(messages, thread_id, keys)``) to the
     process's background refreshes, counting what became of it."""
-    make = functools.partial(refresh, work.checked, work.thread_id, keys)
+    # The messages as the request gave them: its caller may append to its list meanwhile.
+    checked = dataclasses.replace(work.checked, messages=list(work.checked.messages))
+    make = functools.partial(refresh, checked, work.thread_id, keys)
     # One per thread and store in this process; the store lives while one runs (it holds it).
     offered = refreshes.offer((id(store), keys.index), make)
     if offered in ("started", "queued"):

@@ -162,8 +162,22 @@ class _Overflow:
         return f"messages>{self.messages}" if state.messages > self.messages else None
 
 
+def _batch_of(window_size: int, batch: int | None) -> int:
+    """``batch``, or its default: half the window, at least 2.
+
+    Raises:
+        ConfigurationError: It is not a positive integer.
+    """
+    if batch is None:
+        return max(2, window_size // 2)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigurationError(f"batch must be a positive integer, got {batch!r}")
+    return batch
+
+
 def _trigger(window_size: int, batch: int) -> _Overflow | MessageThreshold:
-    """Fires once the window holds ``window_size + batch`` messages."""
+    """Fires once the window holds ``window_size + batch`` messages (more than the threshold);
+    with a keep of ``window_size``, the summarizer is called once per batch."""
     return _Overflow(window_size) if batch == 1 else MessageThreshold(window_size + batch - 1)
 
 
@@ -278,10 +292,7 @@ class SlidingWindow:
     ) -> None:
         self._keys = ThreadKeys(id, namespace)
         positive_int("window_size", window_size)
-        if batch is None:
-            batch = max(2, window_size // 2)
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ConfigurationError(f"batch must be a positive integer, got {batch!r}")
+        batch = _batch_of(window_size, batch)
         # Checked under its own name first: the group would call it max_summary_tokens.
         positive_int("summary_budget", summary_budget)
         check_summarizer(summarizer)
@@ -303,8 +314,7 @@ class SlidingWindow:
         self._window_size = window_size
         self._batch = batch
         self._summarizer = summarizer
-        self._count = summary.token_counter
-        self._summary_role = summary.summary_role
+        self._count, self._summary_role = summary.token_counter, summary.summary_role
         self._summary_template = summary.summary_template
         self._hooks = hooks.pick("on_compact_start", "on_compact_end")
         self._memory = ConversationWindowMemory(
@@ -318,9 +328,7 @@ class SlidingWindow:
             self,
             self._summarize,
             resolved,
-            # Fires once the window holds window_size + batch messages (more than the
-            # threshold), and keeps window_size: one summarizer call per batch.
-            trigger=trigger,
+            trigger=trigger,  # one summarizer call per batch: see _trigger
             keep=KeepMessages(window_size),
             strategy=Extend(),
             max_summary_tokens=summary_budget,

@@ -201,6 +201,21 @@ async def test_the_refresh_is_counted_in_the_stats_of_the_compressor_that_offere
     assert compressor.stats.cache_hits == 1
 
 
+async def test_the_refresh_summarizes_the_messages_of_its_request_whatever_the_caller_does(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store()
+    summarizer = HeldSummarizer()
+    history = chat(25)
+    await background(summarizer, store).compress(history, thread_id="t")
+    history += chat(6, start=25, system=None)  # the next turns, appended to the same list
+    summarizer.release()
+    assert await slimcache.background.drain()
+    assert [(c.start, c.end) for _, c in summarizer.calls] == [(1, 15)]
+    hit = await background(summarizer, store).compress_detailed(history[:26], thread_id="t")
+    assert (hit.outcome, hit.summary_range) == ("hit", (1, 15))
+
+
 async def test_the_ceiling_makes_a_request_wait_as_inline(make_store: StoreFactory) -> None:
     store = await make_store()
     summarizer = RecordingSummarizer()
