@@ -33,7 +33,7 @@ Usage::
     uv run python benchmarks/fleet.py [--workers 4] [--threads 1000] [--turns 24]
         [--in-flight 64] [--delay 0.05] [--store URL [--server-pid PID ...]]
         [--cluster [--replicas 1 --kill-primary-after SECONDS]] [--data chitchat|synthetic]
-        [--hiredis on|off] [--profile OUT]
+        [--hiredis on|off] [--profile OUT] [--refresh inline|background [--ceiling 40]]
 
 Without ``--store`` it starts a ``redis-server`` of its own (the test suite's, on loopback);
 ``--cluster`` starts the test suite's three-primary Redis Cluster instead, with ``--replicas``
@@ -41,6 +41,10 @@ replicas per primary. ``--kill-primary-after S`` kills (SIGKILL) the primary of 
 range ``S`` seconds into the run, so a replica takes over. ``--profile OUT`` writes a cProfile
 (of CPU time) of the first worker to ``OUT``. ``--hiredis off`` hides hiredis from the workers,
 so that redis-py parses replies in Python, as without the ``slimcache[redis]`` extra's parser.
+``--refresh background`` builds the compressors with ``refresh="background"`` and
+``ceiling=MessageThreshold(--ceiling)``; each worker drains its background refreshes before
+it reports (their work is in its CPU time), so duplicates, stale and lost summaries are
+counted for that mode as for inline.
 """
 
 from __future__ import annotations
@@ -76,7 +80,15 @@ if os.environ.get(_NO_HIREDIS := "SLIMCACHE_FLEET_NO_HIREDIS"):
 # (the test servers live there).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from slimcache import Message, StoreError, SummarizeCompressor, SummaryContext, open_store
+import slimcache.background
+from slimcache import (
+    Message,
+    MessageThreshold,
+    StoreError,
+    SummarizeCompressor,
+    SummaryContext,
+    open_store,
+)
 from slimcache.stores import SupportsClose
 from tests.servers.redis_cluster import RedisClusterServers
 from tests.servers.redis_server import RedisServer, find_redis_server
@@ -166,6 +178,8 @@ class Job:
     data: str
     log: str
     profile: str | None = None
+    refresh: str = "inline"
+    ceiling: int = 40
 
 
 @dataclass
@@ -231,6 +245,7 @@ async def _serve(job: Job, worker: int, barrier: Any) -> WorkerReport:
         profiler.enable()
     cpu, wall = os.times(), time.perf_counter()
     await asyncio.gather(*(lane() for _ in range(job.in_flight)))
+    await slimcache.background.drain()  # refresh="background": the work left behind counts
     after = os.times()
     report.wall_seconds = time.perf_counter() - wall
     report.cpu_seconds = (after.user - cpu.user) + (after.system - cpu.system)
@@ -254,8 +269,13 @@ async def _request(
     report.requests += 1
     started = time.perf_counter()
     try:
+        background: dict[str, Any] = (
+            {"refresh": "background", "ceiling": MessageThreshold(job.ceiling)}
+            if job.refresh == "background"
+            else {}
+        )
         compressor = SummarizeCompressor(
-            summarizer, store, namespace=job.namespace, summarizer_id=SUMMARIZER_ID
+            summarizer, store, namespace=job.namespace, summarizer_id=SUMMARIZER_ID, **background
         )
         try:
             result = await compressor.compress_detailed(history, thread_id=thread)
@@ -345,6 +365,8 @@ def run_fleet(args: argparse.Namespace, where: Servers) -> None:
             args.data,
             log,
             args.profile,
+            args.refresh,
+            args.ceiling,
         )
         context = multiprocessing.get_context("spawn")
         barrier = context.Barrier(args.workers + 1)
@@ -469,7 +491,8 @@ def _print(
     print(
         f"fleet: {args.workers} workers x {args.threads:,} threads x {args.turns} turns, "
         f"{args.in_flight} in flight per worker, summarizer {args.delay * 1000:g} ms, "
-        f"{args.data} conversations, store {store}"
+        f"{args.data} conversations, store {store}, refresh {args.refresh}"
+        + (f" (ceiling MessageThreshold({args.ceiling}))" if args.refresh == "background" else "")
     )
     print(f"requests                 {requests:,} in {wall:.1f} s: {requests / wall:,.0f}/s")
     print(
@@ -516,6 +539,8 @@ def main() -> None:
     parser.add_argument("--kill-primary-after", type=float, default=None)
     parser.add_argument("--data", choices=("chitchat", "synthetic"), default="chitchat")
     parser.add_argument("--profile", help="write a cProfile of the first worker here")
+    parser.add_argument("--refresh", choices=("inline", "background"), default="inline")
+    parser.add_argument("--ceiling", type=int, default=40, help="MessageThreshold of --refresh")
     parser.add_argument(
         "--hiredis", choices=("on", "off"), default="on", help="off: redis-py's Python parser"
     )

@@ -64,13 +64,14 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "front doors",
         "each user-facing recipe built on the engine; ready-made summarizers; the benchmark; "
-        "the sync runner; telemetry",
+        "the sync runner; telemetry; background refreshes",
         (
             "slimcache.recipes",
             "slimcache.llm",
             "slimcache.bench",
             "slimcache.sync",
             "slimcache.telemetry",
+            "slimcache.background",
         ),
     ),
     Layer(

@@ -20,13 +20,18 @@ The caches, by module (see each for the rules by which it is filled and bounded)
 - ``slimcache.core.settings.compressor``: ``compressor settings``, settings checked and derived
   per distinct set of a compressor's arguments.
 
-Three more process-wide tables are live state, not caches, and are listed here but never
+Five more process-wide tables are live state, not caches, and are listed here but never
 cleared: emptying them would drop work in flight or let two calls in where one may run. Each
 empties itself as its work ends. ``slimcache.core.store_io``'s background tasks (lease releases
 and clean-ups still running) and ``slimcache.stores.toolkit``'s unwinding calls (store calls cut
 at their bound, still finishing) are referenced until they finish; the window memories' locks
 (``slimcache.recipes.window_memory``) and the sliding windows' turns
 (``slimcache.recipes.sliding_window``) are held weakly, by the windows that use them.
+``slimcache.core.background``'s ``refreshes`` (summaries extended after their request was
+answered, running or queued, with the bounds on both and the counts of what became of them)
+holds each refresh until it ends; it is drained by ``slimcache.background.drain`` (and
+``slimcache.sync.drain``), and stopped by ``slimcache.background.cancel``, which leave the
+cache as it was.
 """
 
 from __future__ import annotations

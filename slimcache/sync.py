@@ -19,6 +19,8 @@ variables (logging, tracing) travel with each call, as with :func:`asyncio.to_th
 :class:`Runner` is that loop as an object, for code that wants to choose when it stops (tests,
 a worker shutting down); :func:`run` uses one shared by the whole process, started on first use
 and stopped at exit. A child process made by ``fork`` starts a loop of its own on first use.
+Summaries a compressor with ``refresh="background"`` extends after answering go on on that loop
+once :func:`run` has returned; :func:`drain` waits for them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from collections.abc import Awaitable, Coroutine
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Runner", "default_runner", "run"]
+from slimcache.core.background import refreshes
+
+__all__ = ["Runner", "default_runner", "drain", "run"]
 
 T = TypeVar("T")
 
@@ -113,10 +117,28 @@ class Runner:
         """
         return self._schedule(awaitable).future
 
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until the background refreshes of compressors with ``refresh="background"``
+        have ended (see :mod:`slimcache.background`): the ones calls run here started go on
+        on this runner's loop after the call returned.
+
+        Args:
+            timeout: Seconds to wait at most; ``None``: as long as they take.
+
+        Returns:
+            Whether they all ended (``False``: the time ran out first; they go on).
+
+        Raises:
+            RuntimeError: The runner is closed.
+        """
+        return self.run(refreshes.drain(timeout))
+
     def close(self) -> None:
         """Cancel what is still running, stop the loop and its thread, and close the loop.
 
-        Calling it again does nothing. Calls made afterwards raise :class:`RuntimeError`.
+        Background refreshes still running are cancelled too, leaving the cache as it was:
+        :meth:`drain` first to let them end. Calling it again does nothing. Calls made
+        afterwards raise :class:`RuntimeError`.
         """
         with self._lock:
             if self._closed:
@@ -289,6 +311,26 @@ def run(awaitable: Awaitable[T]) -> T:
         RuntimeError: Called from a coroutine that the runner itself runs: await instead.
     """
     return default_runner().run(awaitable)
+
+
+def drain(timeout: float | None = None) -> bool:
+    """Wait until the background refreshes of compressors with ``refresh="background"`` have
+    ended, from synchronous code: those started by calls that :func:`run` ran go on on its
+    loop after each call returned (see :mod:`slimcache.background`)::
+
+        run(compressor.compress(history, thread_id="chat-42"))
+        drain(timeout=10)  # at shutdown, or in a test
+
+    At exit the process's runner is closed, cancelling the refreshes still running: the
+    thread's next request does their work.
+
+    Args:
+        timeout: Seconds to wait at most; ``None``: as long as they take.
+
+    Returns:
+        Whether they all ended (``False``: the time ran out first; they go on).
+    """
+    return default_runner().drain(timeout)
 
 
 @atexit.register

@@ -149,6 +149,16 @@ class _OpenTelemetryRecorder:
             "{request}",
             "Requests that waited for another worker summarizing the same thread",
         )
+        self._refreshes = meter.create_counter(
+            "slimcache.refresh.events",
+            "{refresh}",
+            "Background refreshes started, finished, failed, cancelled or dropped",
+        )
+        self._stale = meter.create_histogram(
+            "slimcache.refresh.stale_messages",
+            "{message}",
+            "Messages an answer's summary lagged behind while it was extended in the background",
+        )
 
     async def compress(
         self, thread_id: object, call: Awaitable[CompressionResult]
@@ -241,3 +251,11 @@ class _OpenTelemetryRecorder:
     def lease_waited(self) -> None:
         """Count a wait for another worker's lease."""
         self._lease_waits.add(1)
+
+    def refresh(self, event: str) -> None:
+        """Count one background refresh event."""
+        self._refreshes.add(1, {"slimcache.refresh.event": event})
+
+    def stale_served(self, messages: int) -> None:
+        """Record how far behind an answer served before its refresh was."""
+        self._stale.record(messages)

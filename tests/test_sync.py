@@ -25,7 +25,8 @@ from slimcache import (
     cached_summarizer,
     clear_thread,
 )
-from slimcache.sync import Runner, default_runner, run
+from slimcache.stores import ThreadKeys
+from slimcache.sync import Runner, default_runner, drain, run
 from tests.fakes import RecordingSummarizer, chat
 from tests.servers.sync_stores import SYNC_STORE_NAMES
 
@@ -245,6 +246,61 @@ def test_a_runner_closes_with_its_block_and_cancels_what_runs() -> None:
     with pytest.raises(RuntimeError, match="closed"):
         runner.run(asyncio.sleep(0))
     runner.close()  # again: nothing happens
+
+
+def test_background_refreshes_go_on_after_run_returns_and_drain_waits_for_them() -> None:
+    release = threading.Event()
+    summarizer = RecordingSummarizer()
+
+    async def held(messages: Sequence[Message], context: SummaryContext) -> str:
+        await asyncio.to_thread(release.wait)
+        return await summarizer(messages, context)
+
+    compressor = SummarizeCompressor(
+        held,
+        trigger=MessageThreshold(20),
+        keep=KeepMessages(10),
+        refresh="background",
+        ceiling=MessageThreshold(40),
+    )
+    answer = run(compressor.compress_detailed(chat(25), thread_id="sync"))
+    assert (answer.outcome, answer.summarizer_calls) == ("stale", 0)
+    assert not drain(timeout=0)  # the refresh waits for its summarizer
+    release.set()
+    assert drain()
+    assert len(summarizer.calls) == 1
+    assert run(compressor.compress_detailed(chat(25), thread_id="sync")).outcome == "hit"
+
+
+def test_closing_a_runner_cancels_its_background_refreshes_and_the_cache_stays() -> None:
+    done = threading.Event()
+
+    async def held(messages: Sequence[Message], context: SummaryContext) -> str:
+        if not done.is_set():
+            await asyncio.sleep(3600)  # until the runner closes
+        return "summary"
+
+    compressor = SummarizeCompressor(
+        held,
+        trigger=MessageThreshold(20),
+        keep=KeepMessages(10),
+        refresh="background",
+        ceiling=MessageThreshold(40),
+    )
+    with Runner(name="refresh-runner") as runner:
+        stale = runner.run(compressor.compress_detailed(chat(25), thread_id="t"))
+        assert stale.outcome == "stale"
+        assert not runner.drain(timeout=0)
+    stats = compressor.stats
+    assert (stats.background_started, stats.background_cancelled) == (1, 1)
+    assert stats.background_finished == stats.background_failed == 0
+    assert run(compressor.store.get(ThreadKeys("t").index)) is None  # nothing was cached
+
+    done.set()
+    again = run(compressor.compress_detailed(chat(25), thread_id="t"))
+    assert again.outcome == "stale"  # the next request offers the refresh again
+    assert drain()
+    assert run(compressor.compress_detailed(chat(25), thread_id="t")).outcome == "hit"
 
 
 def test_the_default_runner_is_one_per_process() -> None:

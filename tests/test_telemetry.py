@@ -212,6 +212,40 @@ async def test_a_wait_for_another_workers_lease_is_counted(telemetry: Telemetry)
     assert telemetry.total("slimcache.lease.waits") == 1
 
 
+async def test_background_refreshes_and_stale_answers_are_told_apart(
+    telemetry: Telemetry,
+) -> None:
+    import slimcache.background
+
+    store = slimcache.open_store("memory://")
+    failing = RecordingSummarizer(fail_with=RuntimeError("model down"))
+
+    def compressor(summarizer: RecordingSummarizer) -> SummarizeCompressor:
+        return SummarizeCompressor(
+            summarizer,
+            store,
+            trigger=MessageThreshold(6),
+            keep=KeepMessages(4),
+            refresh="background",
+            ceiling=MessageThreshold(12),
+        )
+
+    first = await compressor(failing).compress_detailed(chat(9), thread_id=THREAD)
+    assert await slimcache.background.drain()
+    second = await compressor(RecordingSummarizer()).compress_detailed(chat(10), thread_id=THREAD)
+    assert await slimcache.background.drain()
+    assert (first.outcome, second.outcome) == ("stale", "stale")
+
+    def events(event: str) -> int:
+        return telemetry.total("slimcache.refresh.events", **{"slimcache.refresh.event": event})
+
+    assert (events("started"), events("failed"), events("finished")) == (2, 1, 1)
+    stale = telemetry.points("slimcache.refresh.stale_messages")
+    assert sum(p.count for p in stale) == 2
+    assert sum(p.sum for p in stale) == first.stale_messages + second.stale_messages == 11
+    assert telemetry.total("slimcache.compress.requests", **{"slimcache.outcome": "stale"}) == 2
+
+
 async def test_uninstrument_stops_reporting(telemetry: Telemetry) -> None:
     compressor = SummarizeCompressor(
         RecordingSummarizer(), trigger=MessageThreshold(6), keep=KeepMessages(4)

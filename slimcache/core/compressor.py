@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import functools
-import inspect
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, overload
@@ -30,12 +28,13 @@ from slimcache.core.plan import (
     decide,
 )
 from slimcache.core.recorder import observed
+from slimcache.core.refresh import answered_now, offer_refresh, refreshed, stale_answer
 from slimcache.core.request import Work
 from slimcache.core.results import CompressionResult, Outcome, Stats
 from slimcache.core.settings.compressor import (
     CompressorOptions,
-    CompressorSettings,
     checked_settings,
+    signature,
 )
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.store_argument import close_owned_store, open_store_argument
@@ -50,7 +49,7 @@ from slimcache.messages import (
     check_messages,
 )
 from slimcache.messages.conversation import split_conversation, with_report
-from slimcache.stores.entries import SummaryEntry
+from slimcache.stores.entries import RangeRef, SummaryEntry
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store
 
@@ -153,6 +152,18 @@ class SummarizeCompressor:
             without an id are identified by content. Switching re-summarizes each thread once. It
             pays only for long turns a worker has not hashed before: a fingerprint this process
             computed is checked again by comparing text, which is cheaper.
+        refresh (Literal['inline', 'background']): When a due summary is made. ``"inline"``
+            (default): before the request is answered. ``"background"``: a request whose answer
+            stays within ``ceiling`` is answered at once (outcome ``"stale"``) with the summary
+            the store has, or none yet, and every message after it, and the summary is extended
+            in the background under the thread's lease, so that a later request is a hit (see
+            :mod:`slimcache.background` to wait for it); a request over the ceiling waits, as
+            inline. A failed background refresh leaves the cache as it was and is counted,
+            logged and given to ``on_error``; it is never raised into a request.
+        ceiling (Trigger | None): With ``refresh="background"`` (and required then): the most
+            an answer may hold, in the triggers' terms (pinned messages, the summary served and
+            every message after it): ``MessageThreshold(40)`` answers at once while at most 40
+            messages follow the summary. Above ``trigger`` when of the same kind.
         on_evict (Hook | None): Hook ``(messages, reason)`` called with the messages folded into a
             summary.
         on_compress (Hook | None): Hook ``(CompressEvent)`` called after a summary is made.
@@ -304,7 +315,7 @@ class SummarizeCompressor:
         target = decision.target
         work.reason = decision.reason
         summary = await self._derived.producer.produce(work, None, target)
-        self._stats.uncached += 1
+        work.stats.uncached += 1
         return await self._made(work, summary, target.start, target.end, "uncached", cached=False)
 
     async def _compress_cached(
@@ -318,20 +329,56 @@ class SummarizeCompressor:
         target = due_range(plan.decision)
         if target is None:
             return await self._settle(work, cache, history, plan)
+        if (now := await self._answer_now(work, keys, history, plan, force)) is not None:
+            return now
+        made = await self._take_turn(work, cache, history, plan, target, force, wait=True)
+        assert made is not None  # a request that waits always gets its turn
+        return made
 
+    async def _take_turn(
+        self,
+        work: Work,
+        cache: ThreadCache,
+        history: History,
+        plan: PlannedRead,
+        target: RangeRef,
+        force: bool,
+        *,
+        wait: bool,
+    ) -> CompressionResult | None:
+        """Summarize the due ``target`` under the thread's lease, or serve what another worker
+        made meanwhile. A request waits for a worker holding the lease (``wait``); a background
+        refresh leaves the work to it and returns ``None``."""
         if self._settings.single_writer:
             # Nobody else writes this thread: no lease, and nothing to read again.
             assert isinstance(plan.decision, (ExtendCached, SummarizeAnew))
             return await self._summarize(work, cache, history, plan, plan.decision, None, None)
+        io = cache.io
         lease: Lease | None = None
-        timeouts = self._io.timeouts
+        timeouts = io.timeouts
         reread: tuple[str | None, str | None] | None = None
-        if self._settings.lock_wait > 0 and self._io.atomic:
-            lease = Lease(self._io, keys.lease, self._settings.lease_ttl)
-            replan = functools.partial(self._plan, cache, history, force=force)
-            plan, reread = await take_turn(
-                cache, plan, lease, target, replan, self._settings.lock_wait, self._stats
-            )
+        if self._settings.lock_wait > 0 and io.atomic:
+            lease = Lease(io, cache.keys.lease, self._settings.lease_ttl)
+            if wait:
+                replan = functools.partial(self._plan, cache, history, force=force)
+                plan, reread = await take_turn(
+                    cache, plan, lease, target, replan, self._settings.lock_wait, work.stats
+                )
+                # Waited for another worker: what it made may bring this request within the
+                # ceiling. The lease goes first, for the refresh offered to take it.
+                if reread is None and answered_now(self._derived, history, plan.decision, force):
+                    await lease.release()
+                    now = await self._answer_now(work, cache.keys, history, plan, force)
+                    assert now is not None
+                    return now
+            else:
+                keys = cache.keys
+                read = await lease.acquire_and_read(
+                    [keys.index, keys.summary(target.start, target.end)]
+                )
+                if read is None:
+                    return None  # another worker is making it
+                reread = (read[0], read[1])
         try:
             previous_raw: str | None = None
             if (due := due_range(plan.decision)) is not None:
@@ -355,10 +402,52 @@ class SummarizeCompressor:
             return await self._summarize(work, cache, history, plan, decision, lease, previous_raw)
         finally:
             if lease is not None:
-                if self._io.timeouts != timeouts:
+                if io.timeouts != timeouts:
                     lease.release_later()  # the store is not answering: do not wait on it
                 else:
                     await lease.release()
+
+    # ------------------------------------------------------------------ in the background
+
+    async def _answer_now(
+        self, work: Work, keys: ThreadKeys, history: History, plan: PlannedRead, force: bool
+    ) -> CompressionResult | None:
+        """The answer with the summary the store has, its refresh offered; ``None`` when this
+        request waits for the summary (see :func:`answered_now`)."""
+        if (found := answered_now(self._derived, history, plan.decision, force)) is None:
+            return None
+        offer_refresh(self._store, work, keys, self._refresh)
+        return await stale_answer(self._derived, work, *found)
+
+    async def _refresh(
+        self, checked: CheckedMessages, thread_id: str | None, keys: ThreadKeys
+    ) -> bool:
+        """The background refresh of a request: whatever is due for its messages, made and
+        cached as the request would have; counted in the compressor's stats once it ends."""
+        spent = Stats()
+        cache = ThreadCache(
+            StoreIO(self._store, spent, timeout=self._io.timeout, ttl=self._io.ttl), keys
+        )
+        work = Work(checked, thread_id, spent, background=True)
+
+        async def extend() -> CompressionResult | None:
+            history = History(checked, by_id=self._derived.by_id)
+            plan = await self._plan(cache, history, await cache.read_index(), False)
+            target = due_range(plan.decision)
+            if target is None:
+                return None  # made meanwhile
+            return await self._take_turn(work, cache, history, plan, target, False, wait=False)
+
+        result = await refreshed(self._derived, work, extend, lambda: self._stats)
+        if result is not None:
+            await self._refreshed(result)
+        return spent.background_finished > 0
+
+    async def _refreshed(self, result: CompressionResult) -> None:
+        """Called with what a background refresh made (a summary cached, or found made); a
+        front door built on the compressor overrides it to follow its refreshes."""
+
+    # ------------------------------------------------------------------ summarizing
 
     async def _summarize(
         self,
@@ -391,9 +480,9 @@ class SummarizeCompressor:
         entry = producer.entry(cache.keys.encoded, target, summary, covered)
         cached = await self._commit(cache, history, steps.plan, entry, previous_raw, lease)
         if base is not None:
-            self._stats.extensions += 1
+            work.stats.extensions += 1
         else:
-            self._stats.misses += 1
+            work.stats.misses += 1
         outcome: Outcome = "extended" if base is not None else "summarized"
         return await self._made(work, summary, target.start, target.end, outcome, cached=cached)
 
@@ -426,7 +515,7 @@ class SummarizeCompressor:
         """Run the planner on one read of the index; the first read counts an invalidation."""
         plan = await plan_read(cache, history, index_raw, self._derived.rules, force=force)
         if first and plan.view.invalidated:
-            self._stats.invalidations += 1
+            cache.io.stats.invalidations += 1
             logger.info("thread %s: cached ranges no longer match the history", cache.keys.encoded)
         return plan
 
@@ -457,7 +546,7 @@ class SummarizeCompressor:
     # ------------------------------------------------------------------ results
 
     async def _hit(self, work: Work, entry: SummaryEntry) -> CompressionResult:
-        self._stats.cache_hits += 1
+        work.stats.cache_hits += 1
         # The covered messages are the ones the entry was made from (their fingerprint matched),
         # so their tokens are the ones it recorded: a hit counts none of them again.
         work.naive_tokens = self._derived.prompt_tokens + entry.covered_tokens
@@ -478,12 +567,11 @@ class SummarizeCompressor:
     ) -> CompressionResult:
         if outcome != "hit":
             work.naive_tokens = self._naive_tokens(work.checked, start, end)
-        self._stats.naive_input_tokens += work.naive_tokens
+        work.stats.naive_input_tokens += work.naive_tokens
         messages = work.around(self._derived.summary_message(summary, start, end), end)
         hook = "on_cache_hit" if outcome == "hit" else "on_compress"
-        if (
-            self._derived.hooks[hook] is not None
-        ):  # the event is built only for a hook that takes it
+        # The event is built only for a hook that takes it; a refresh serves no one a hit.
+        if self._derived.hooks[hook] is not None and not (work.background and outcome == "hit"):
             event = work.event(outcome, start, end, self._derived.count(summary))
             legacy = hook == "on_compress" and self._derived.legacy_on_compress
             await self._derived.emit(
@@ -492,20 +580,4 @@ class SummarizeCompressor:
         return work.result(messages, outcome, summary, start, end, cached=cached)
 
 
-def _signature() -> inspect.Signature:
-    """The compressor's signature as :func:`inspect.signature` and ``help()`` show it: every
-    setting a keyword with its default, as :class:`CompressorSettings` declares them."""
-    kind = inspect.Parameter
-    parameters = [
-        kind("summarizer", kind.POSITIONAL_OR_KEYWORD, annotation="Summarizer"),
-        kind("store", kind.POSITIONAL_OR_KEYWORD, default=None, annotation="Store | str | None"),
-    ]
-    parameters += [
-        kind(setting.name, kind.KEYWORD_ONLY, default=setting.default, annotation=setting.type)
-        for setting in dataclasses.fields(CompressorSettings)
-        if setting.name != "summarizer"
-    ]
-    return inspect.Signature(parameters, return_annotation="None")
-
-
-SummarizeCompressor.__signature__ = _signature()  # type: ignore[attr-defined]
+SummarizeCompressor.__signature__ = signature()  # type: ignore[attr-defined]

@@ -44,6 +44,7 @@ __all__ = [
     "next_index",
     "pick_base",
     "read_index",
+    "window_state",
 ]
 
 
@@ -438,28 +439,32 @@ def pick_base(
     return None, frozenset(gone)
 
 
-def decide(history: History, base: SummaryEntry | None, rules: Rules, *, force: bool) -> Decision:
-    """Decide what one request does, given the summary it may build on."""
+def window_state(history: History, base: SummaryEntry | None, rules: Rules) -> WindowState:
+    """What the request looks like with ``base`` (or no summary) and every message after it
+    verbatim: what the trigger fires on, and what a ceiling bounds."""
     checked = history.checked
     window_start = base.end + 1 if base is not None else history.pinned
-    pinned_tokens = sum(checked.tokens[: history.pinned])
-    summary_tokens = rules.summary_tokens(base) if base is not None else 0
-    window_tokens = sum(checked.tokens[window_start:])
     kept_to = eviction_boundary(checked, window_start, rules.keep)
     evictable = 0 if kept_to is None else kept_to - window_start + 1
-    state = WindowState(
+    return WindowState(
         messages=history.total - window_start,
-        tokens=window_tokens,
-        pinned_tokens=pinned_tokens,
-        summary_tokens=summary_tokens,
+        tokens=sum(checked.tokens[window_start:]),
+        pinned_tokens=sum(checked.tokens[: history.pinned]),
+        summary_tokens=rules.summary_tokens(base) if base is not None else 0,
         evictable_messages=evictable,
         evictable_tokens=sum(checked.tokens[window_start : window_start + evictable]),
     )
+
+
+def decide(history: History, base: SummaryEntry | None, rules: Rules, *, force: bool) -> Decision:
+    """Decide what one request does, given the summary it may build on."""
+    state = window_state(history, base, rules)
     reason = "forced" if force else rules.trigger.reason(state)
     if reason is None:
         return ServeCached(base) if base is not None else NothingDue()
 
-    boundary = _compression_boundary(history, window_start, rules, summary_tokens)
+    window_start = base.end + 1 if base is not None else history.pinned
+    boundary = _compression_boundary(history, window_start, rules, state.summary_tokens)
     if boundary is None:
         return ServeCached(base) if base is not None else NothingDue()
     target = RangeRef(history.pinned, boundary, history.fingerprint(boundary))

@@ -3,7 +3,8 @@
 Off by default: :data:`recorder` is ``None``, nothing is imported for it, and each place that
 reports costs one attribute read. :func:`slimcache.telemetry.instrument` sets a
 :class:`Recorder` (OpenTelemetry's), which then wraps four things: a compression
-(:func:`observed`), a summarizer call, a store call and a wait for another worker's lease.
+(:func:`observed`), a summarizer call, a store call and a wait for another worker's lease; and
+counts background refreshes and the answers served while they run.
 
 A recorder is given the thread id, never message text: it hashes the id itself.
 """
@@ -53,6 +54,16 @@ class Recorder(Protocol):
 
     def lease_waited(self) -> None:
         """Count one request that waited for another worker summarizing its thread."""
+        ...
+
+    def refresh(self, event: str) -> None:
+        """Count one background refresh ``event``: ``started``, ``finished``, ``failed``,
+        ``cancelled`` or ``dropped``."""
+        ...
+
+    def stale_served(self, messages: int) -> None:
+        """Record one answer served while its summary is extended in the background, lagging
+        ``messages`` messages behind."""
         ...
 
 

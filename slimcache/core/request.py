@@ -31,6 +31,7 @@ class Work:
         new_messages: Messages it folded into a summary.
         naive_tokens: Tokens a naive re-summarization would have sent.
         started: When it started (``time.perf_counter()``).
+        background: Whether it is a background refresh rather than a request.
     """
 
     checked: CheckedMessages
@@ -42,6 +43,7 @@ class Work:
     new_messages: int = 0
     naive_tokens: int = 0
     started: float = field(default_factory=time.perf_counter)
+    background: bool = False
 
     def as_given(self, outcome: Outcome) -> CompressionResult:
         """The result of a request that compressed nothing: the messages as given."""

@@ -9,12 +9,16 @@ from slimcache.core.summarizer import SummarizerReport
 
 __all__ = ["CompressEvent", "CompressionResult", "Outcome", "Stats"]
 
-Outcome = Literal["unchanged", "hit", "extended", "summarized", "uncached", "passthrough"]
+Outcome = Literal["unchanged", "hit", "stale", "extended", "summarized", "uncached", "passthrough"]
 """What one call did: ``unchanged`` (nothing to summarize), ``hit`` (a cached summary served,
-no summarizer call), ``extended`` (a cached summary extended with the new messages only),
-``summarized`` (summarized from scratch and cached), ``uncached`` (summarized without the cache:
-no thread id, or the store failed under ``on_store_error="bypass"``), ``passthrough`` (the
-summarizer failed under ``on_summarizer_error="uncompressed"``; messages returned as given)."""
+no summarizer call), ``stale`` (under ``refresh="background"``: the cached summary, or none yet,
+served with every later message while the summary is extended in the background),
+``extended`` (a cached summary extended with the new messages only), ``summarized``
+(summarized from scratch and cached), ``uncached`` (summarized without the cache: no thread id,
+or the store failed under ``on_store_error="bypass"``), ``passthrough`` (the summarizer failed
+under ``on_summarizer_error="uncompressed"``; messages returned as given)."""
+
+_PER_REQUEST = frozenset({"requests", "cache_hits", "naive_input_tokens", "invalidations"})
 
 
 @dataclass
@@ -55,6 +59,25 @@ class Stats:
         truncated_accepted: Cut summaries kept anyway (``on_truncated="accept"``).
         condensed_over_budget: Summaries that came back over ``max_summary_tokens`` (by more
             than a quarter) and were condensed by one more call.
+        stale_served: Requests answered with the summary the store had (or none) and every
+            later message, while the summary is extended in the background
+            (``refresh="background"``).
+        stale_messages: Messages those answers carried verbatim that were due to be folded
+            into the summary, added up: how far the summaries served lagged behind.
+        max_stale_messages: The most any one of them lagged by.
+        background_started: Background refreshes these requests started (or queued).
+        background_finished: Background refreshes that ended: the summary extended and
+            cached, or found already made by another worker.
+        background_failed: Background refreshes that failed (summarizer or store); the cache
+            was left as it was.
+        background_cancelled: Background refreshes cancelled before they ended (a shutdown);
+            the cache was left as it was.
+        background_dropped: Background refreshes not started because the process's queue was
+            full (:mod:`slimcache.background`); the thread's next request offers one again.
+
+    What a background refresh spends (summarizer calls and tokens, store round trips,
+    extensions) is counted here too, once it ends; it is no request, so ``requests``,
+    ``cache_hits`` and ``naive_input_tokens`` are the requests' own.
     """
 
     requests: int = 0
@@ -81,6 +104,14 @@ class Stats:
     shorter_retries: int = 0
     truncated_accepted: int = 0
     condensed_over_budget: int = 0
+    stale_served: int = 0
+    stale_messages: int = 0
+    max_stale_messages: int = 0
+    background_started: int = 0
+    background_finished: int = 0
+    background_failed: int = 0
+    background_cancelled: int = 0
+    background_dropped: int = 0
 
     def __copy__(self) -> Stats:
         # A snapshot is taken after every request in some servers: copy the counters as they
@@ -94,6 +125,22 @@ class Stats:
         self.truncated_replies += report.truncated_replies
         self.shorter_retries += report.shorter_retries
         self.truncated_accepted += report.truncated_accepted
+
+    def served_stale(self, messages: int) -> None:
+        """Count one answer served stale, lagging ``messages`` behind."""
+        self.stale_served += 1
+        self.stale_messages += messages
+        self.max_stale_messages = max(self.max_stale_messages, messages)
+
+    def absorb(self, spent: Stats) -> None:
+        """Add what a background refresh spent (counted in ``spent``), but the counters of
+        requests: a refresh is none."""
+        mine, theirs = self.__dict__, spent.__dict__
+        for name, value in theirs.items():
+            if name not in _PER_REQUEST:
+                mine[name] = (
+                    max(mine[name], value) if name == "max_stale_messages" else (mine[name] + value)
+                )
 
     @property
     def store_round_trips(self) -> int:
@@ -151,6 +198,8 @@ class CompressionResult:
         input_tokens: Tokens this call sent to the summarizer (0 for a cache hit).
         naive_tokens: Tokens a compressor that re-summarizes everything outside the window on
             every request would have sent for this call (see :attr:`Stats.tokens_saved`).
+        stale_messages: For a ``stale`` answer: the messages it carries verbatim that were due
+            to be folded into the summary (the summary lags behind by that many); 0 otherwise.
     """
 
     messages: list[dict[str, Any]]
@@ -162,3 +211,4 @@ class CompressionResult:
     thread_id: str | None = None
     input_tokens: int = 0
     naive_tokens: int = 0
+    stale_messages: int = 0

@@ -30,6 +30,8 @@ from slimcache.langchain._convert import from_langchain
 from slimcache.langchain._sizes import (
     ContextSize,
     TriggerSpec,
+    ceiling_from,
+    ceiling_needs_context_size,
     keep_from,
     needs_context_size,
     trigger_from,
@@ -102,6 +104,15 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             one left alone expires ``ttl`` seconds after its last write or refresh.
         on_summarizer_error: ``"raise"`` (default) or send the messages ``"uncompressed"``.
         on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
+        refresh: ``"inline"`` (default): a model call the trigger fires on waits for the
+            summary. ``"background"``: while the messages sent stay below ``ceiling``, the model
+            is called at once with the summary the store has (or none yet) and every message
+            after it, and the summary is extended in the background, on slimcache's event loop
+            (:func:`slimcache.sync.drain` waits for it; see :mod:`slimcache.background`).
+        ceiling: With ``refresh="background"`` (and required then): the size, as ``trigger``
+            counts it, at which a model call waits for the summary after all:
+            ``("messages", n)``, ``("tokens", n)`` or ``("fraction", f)``; above a trigger of
+            the same unit.
 
     A fraction is of the context window in the profile of the agent's model
     (``model.profile["max_input_tokens"]``), else of ``model``'s, read at the first call.
@@ -127,8 +138,11 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         ttl: float | None = None,
         on_summarizer_error: Literal["raise", "uncompressed"] = "raise",
         on_store_error: Literal["raise", "bypass"] = "raise",
+        refresh: Literal["inline", "background"] = "inline",
+        ceiling: ContextSize | None = None,
     ) -> None:
         super().__init__()
+        _check_refresh(refresh, ceiling)
         if summary_placement not in ("system", "human"):
             raise ConfigurationError(
                 f'summary_placement must be "system" or "human", got {summary_placement!r}'
@@ -149,7 +163,8 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             "on_store_error": on_store_error,
         }
         self._summarizer = summarizer
-        self._needs_size = needs_context_size(trigger, keep)
+        self._refresh, self._ceiling_spec = refresh, ceiling
+        self._needs_size = needs_context_size(trigger, keep) or ceiling_needs_context_size(ceiling)
         self._store: Store = MemoryStore()  # replaced below once every argument is checked
         self._lock = threading.Lock()
         self._compressor: SummarizeCompressor | None = None
@@ -215,12 +230,15 @@ class CachedSummarizationMiddleware(AgentMiddleware):
     def _build(self, context_size: int | None) -> SummarizeCompressor:
         trigger = trigger_from(self._trigger_spec, context_size)
         keep = keep_from(self._keep_spec, trigger, context_size)
+        spec = self._ceiling_spec
         return SummarizeCompressor(
             self._summarizer,
             self._store,
             trigger=trigger,
             keep=keep,
             summary_role="system",
+            refresh=self._refresh,
+            ceiling=None if spec is None else ceiling_from(spec, trigger, context_size),
             **self._options,
         )
 
@@ -268,6 +286,23 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             summary = HumanMessage(text, additional_kwargs={"lc_source": "summarization"})
             return request.override(messages=[*originals[:pinned], summary, *kept[pinned:]])
         return request.override(system_message=_merged(request.system_message, text), messages=kept)
+
+
+def _check_refresh(refresh: object, ceiling: object) -> None:
+    """``refresh`` is one of its two words, and ``ceiling`` is given with ``"background"`` only.
+
+    Raises:
+        ConfigurationError: Naming the argument at fault.
+    """
+    if refresh not in ("inline", "background"):
+        raise ConfigurationError(f'refresh must be "inline" or "background", got {refresh!r}')
+    if refresh == "background" and ceiling is None:
+        raise ConfigurationError(
+            'refresh="background" needs a ceiling, the size at which a model call waits for '
+            'the summary after all: ceiling=("messages", 80), say'
+        )
+    if refresh == "inline" and ceiling is not None:
+        raise ConfigurationError('ceiling applies only with refresh="background"')
 
 
 def _chat_model(model: object) -> BaseChatModel | None:

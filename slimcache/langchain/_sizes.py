@@ -20,6 +20,8 @@ __all__ = [
     "ContextSize",
     "Reaches",
     "TriggerSpec",
+    "ceiling_from",
+    "ceiling_needs_context_size",
     "keep_from",
     "needs_context_size",
     "trigger_from",
@@ -157,3 +159,26 @@ def keep_from(keep: object, trigger: Trigger, context_size: int | None) -> Keep:
                 "what is kept would reach the trigger again at once"
             )
     return policy
+
+
+def ceiling_from(ceiling: object, trigger: Trigger, context_size: int | None) -> Reaches:
+    """The slimcache ceiling for a size (``("messages", 80)``, ...), checked against the trigger.
+
+    Raises:
+        ConfigurationError: The size is malformed, or at or below a trigger of the same unit
+            (every request the trigger fires on would reach it, and wait).
+    """
+    kind, number = _size(ceiling, "ceiling")
+    unit, limit = _limit(kind, number, context_size)
+    for option in trigger.triggers if isinstance(trigger, AnyOf) else (trigger,):
+        if isinstance(option, Reaches) and option.unit == unit and limit <= option.limit:
+            raise ConfigurationError(
+                f"ceiling {ceiling!r} must be above the trigger's {option.limit} {unit}: every "
+                "request the trigger fires on would reach it, and wait"
+            )
+    return Reaches(unit, limit)  # type: ignore[arg-type]
+
+
+def ceiling_needs_context_size(ceiling: object) -> bool:
+    """Whether a ceiling is a fraction, so the model's context size is needed."""
+    return ceiling is not None and _size(ceiling, "ceiling")[0] == "fraction"

@@ -13,21 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import dataclasses
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.compressor import SummarizeCompressor
-from slimcache.core.policy import KeepMessages, MessageThreshold, WindowState
+from slimcache.core.policy import KeepMessages, MessageThreshold, Trigger, WindowState
 from slimcache.core.results import CompressionResult
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import (
     DEFAULT_SUMMARY_TEMPLATE,
     CacheOptions,
     Hooks,
+    Refresh,
+    RefreshMode,
     SummaryFormat,
     Timeouts,
     call_hook,
@@ -53,6 +56,11 @@ from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, positive_int
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from slimcache.core.settings.compressor import CompressorOptions
 
 __all__ = ["CompactEndHook", "CompactStartHook", "SlidingWindow", "WindowStats"]
 
@@ -154,9 +162,40 @@ class _Overflow:
         return f"messages>{self.messages}" if state.messages > self.messages else None
 
 
+def _batch_of(window_size: int, batch: int | None) -> int:
+    """``batch``, or its default: half the window, at least 2.
+
+    Raises:
+        ConfigurationError: It is not a positive integer.
+    """
+    if batch is None:
+        return max(2, window_size // 2)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigurationError(f"batch must be a positive integer, got {batch!r}")
+    return batch
+
+
 def _trigger(window_size: int, batch: int) -> _Overflow | MessageThreshold:
-    """Fires once the window holds ``window_size + batch`` messages."""
+    """Fires once the window holds ``window_size + batch`` messages (more than the threshold);
+    with a keep of ``window_size``, the summarizer is called once per batch."""
     return _Overflow(window_size) if batch == 1 else MessageThreshold(window_size + batch - 1)
+
+
+class _WindowCompressor(SummarizeCompressor):
+    """The window's compressor, which tells the window what its background refreshes made."""
+
+    def __init__(
+        self,
+        window: SlidingWindow,
+        summarizer: Summarizer,
+        store: Store,
+        **settings: Unpack[CompressorOptions],
+    ) -> None:
+        super().__init__(summarizer, store, **settings)
+        self._window = window
+
+    async def _refreshed(self, result: CompressionResult) -> None:
+        await self._window._refreshed(result)
 
 
 class SlidingWindow:
@@ -212,6 +251,17 @@ class SlidingWindow:
         summarizer_timeout: Seconds one summarizer call may take.
         store_timeout: Seconds one store call may take before it fails with
             :class:`StoreError`.
+        refresh: ``"inline"`` (default): a due compaction runs before ``push`` or
+            :meth:`get_messages` returns. ``"background"``: while the window stays within
+            ``ceiling``, it returns at once, the running summary as it was and every message
+            after it, and the compaction runs in the background (see
+            :mod:`slimcache.background`; the hooks fire there); a failed one leaves the summary
+            as it was and is logged, never raised.
+        ceiling: With ``refresh="background"`` (and required then): the most
+            :meth:`get_messages` may return while a compaction runs in the background, in the
+            triggers' terms (``MessageThreshold(3 * window_size)``, say: at most that many
+            messages after the summary); a window past it compacts before returning. Above
+            ``window_size + batch`` messages when it counts messages.
 
     Raises:
         InvalidInput: The id is malformed.
@@ -237,13 +287,12 @@ class SlidingWindow:
         summarizer_id: str | None = None,
         summarizer_timeout: float | None = None,
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+        refresh: RefreshMode = "inline",
+        ceiling: Trigger | None = None,
     ) -> None:
         self._keys = ThreadKeys(id, namespace)
         positive_int("window_size", window_size)
-        if batch is None:
-            batch = max(2, window_size // 2)
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ConfigurationError(f"batch must be a positive integer, got {batch!r}")
+        batch = _batch_of(window_size, batch)
         # Checked under its own name first: the group would call it max_summary_tokens.
         positive_int("summary_budget", summary_budget)
         check_summarizer(summarizer)
@@ -257,14 +306,15 @@ class SlidingWindow:
         cache = CacheOptions(namespace, summarizer_id=summarizer_id)
         timeouts = Timeouts(summarizer_timeout, store_timeout)
         hooks = Hooks(on_compact_start=on_compact_start, on_compact_end=on_compact_end)
+        trigger = _trigger(window_size, batch)
+        Refresh(refresh, ceiling, trigger)
         resolved, self._owns_store = open_store_argument(store)
         self._id = id
         self._namespace = cache.namespace
         self._window_size = window_size
         self._batch = batch
         self._summarizer = summarizer
-        self._count = summary.token_counter
-        self._summary_role = summary.summary_role
+        self._count, self._summary_role = summary.token_counter, summary.summary_role
         self._summary_template = summary.summary_template
         self._hooks = hooks.pick("on_compact_start", "on_compact_end")
         self._memory = ConversationWindowMemory(
@@ -274,12 +324,11 @@ class SlidingWindow:
             chunk_size=DEFAULT_CHUNK_SIZE,
             store_timeout=timeouts.store_timeout,
         )
-        self._compressor = SummarizeCompressor(
+        self._compressor = _WindowCompressor(
+            self,
             self._summarize,
             resolved,
-            # Fires once the window holds window_size + batch messages (more than the
-            # threshold), and keeps window_size: one summarizer call per batch.
-            trigger=_trigger(window_size, batch),
+            trigger=trigger,  # one summarizer call per batch: see _trigger
             keep=KeepMessages(window_size),
             strategy=Extend(),
             max_summary_tokens=summary_budget,
@@ -291,6 +340,8 @@ class SlidingWindow:
             summarizer_timeout=timeouts.summarizer_timeout,
             summarizer_id=cache.summarizer_id or summarizer_name(summarizer),
             store_timeout=timeouts.store_timeout,
+            refresh=refresh,
+            ceiling=ceiling,
         )
         self._store = resolved
         self._turns = _turns_for(resolved, self._keys.turns)
@@ -380,7 +431,8 @@ class SlidingWindow:
         system messages come first, before the summary. ``recent`` holds between
         ``window_size`` and ``window_size + batch - 1`` messages (more only to keep a tool call
         with its results). If messages pushed meanwhile (here or by another instance) made a
-        compaction due, it runs first.
+        compaction due, it runs first; with ``refresh="background"`` it runs afterwards while
+        ``recent`` stays within the ceiling, which it may hold up to.
 
         Raises:
             SummarizerError: A due compaction failed (nothing changed).
@@ -459,10 +511,24 @@ class SlidingWindow:
         windowed = len(result.messages) - (1 if result.summary is not None else 0)
         self._stats = WindowStats(len(history), windowed, summary_tokens, self._evictions)
         if compacted:
-            before = round_.tokens_before
-            after = sum(count_message_tokens(m, self._count) for m in result.messages)
-            await self._emit("on_compact_end", before, after, after / before if before else 0.0)
+            await self._compacted(round_, result)
         return result
+
+    async def _refreshed(self, result: CompressionResult) -> None:
+        """A background compaction ended: count it and fire ``on_compact_end``, as
+        :meth:`_compact` does for one that runs inline."""
+        round_ = _ROUND.get()  # the offering request's round: the refresh runs in its context
+        if round_ is None or round_.window is not self or not round_.started:
+            return
+        if result.outcome in ("summarized", "extended"):
+            self._evictions += 1
+            self._stats = dataclasses.replace(self._stats, evictions=self._evictions)
+            await self._compacted(round_, result)
+
+    async def _compacted(self, round_: _Round, result: CompressionResult) -> None:
+        before = round_.tokens_before
+        after = sum(count_message_tokens(m, self._count) for m in result.messages)
+        await self._emit("on_compact_end", before, after, after / before if before else 0.0)
 
     async def _summarize(self, messages: Sequence[Message], context: SummaryContext) -> Any:
         """The compressor's summarizer: the compaction hooks around the user's summarizer."""

@@ -92,6 +92,9 @@ BAD: dict[str, list[Any]] = {
     "lease_ttl": ["10", 0, -1, True, None, math.inf],
     "single_writer": ["yes", 1, None],
     "fingerprint": ["hash", 5, None],
+    # "background" needs a ceiling; MessageThreshold(20) is not above the default trigger.
+    "refresh": ["later", "Background", 5, None, "background"],
+    "ceiling": [40, "messages", KeepMessages(3), MessageThreshold(20), MessageThreshold(40)],
     "on_evict": NOT_CALLABLE,
     "on_compress": NOT_CALLABLE,
     "on_cache_hit": NOT_CALLABLE,

@@ -6,9 +6,11 @@ what they were sent; the store is a real one, so the cache is the real cache.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from slimcache import ConfigurationError, MemoryStore, Store
+from slimcache import ConfigurationError, MemoryStore, Store, SummaryContext
 from slimcache.langchain import CachedSummarizationMiddleware
-from slimcache.sync import run
+from slimcache.sync import drain, run
 from tests.fakes import RecordingSummarizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -327,9 +329,53 @@ async def test_a_store_passed_in_stays_open(store: Store) -> None:
     assert run(store.get("still")) == "open"
 
 
+def test_in_the_background_the_model_is_called_at_once_and_the_summary_follows(
+    store: Store,
+) -> None:
+    release = threading.Event()
+    summarizer = RecordingSummarizer()
+
+    async def held(messages: Sequence[Any], context: SummaryContext) -> str:
+        await asyncio.to_thread(release.wait)
+        return await summarizer(messages, context)
+
+    agent_model = answers(5)
+    middleware = CachedSummarizationMiddleware(
+        held,
+        store,
+        trigger=("messages", 7),
+        keep=("messages", 3),
+        refresh="background",
+        ceiling=("messages", 12),
+    )
+    agent = create_agent(
+        agent_model, system_prompt=SYSTEM_PROMPT, middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )  # fmt: skip
+    for turn in range(4):  # the fourth call sees 7 messages: answered without waiting
+        agent.invoke({"messages": [HumanMessage(f"question {turn}")]}, config("bg"))
+    assert contents(agent_model.seen[3]) == [SYSTEM_PROMPT] + [
+        f"{kind} {n}" for n in range(3) for kind in ("question", "answer")
+    ] + ["question 3"]
+    assert summarizer.calls == []  # the refresh waits for its summarizer
+    release.set()
+    assert drain()
+    assert [(c.context.start, c.context.end) for c in summarizer.calls] == [(0, 3)]
+    agent.invoke({"messages": [HumanMessage("question 4")]}, config("bg"))
+    summary = f"{SYSTEM_PROMPT}\n\nSummary of the earlier conversation:\nsummarize[0-3]"
+    assert contents(agent_model.seen[4])[:2] == [summary, "question 2"]
+    stats = middleware.stats
+    assert (stats.stale_served, stats.background_finished, stats.cache_hits) == (1, 1, 1)
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
+        ({"refresh": "background"}, "needs a ceiling"),
+        ({"ceiling": ("messages", 80)}, "only with refresh"),
+        ({"refresh": "later"}, "refresh must be"),
+        ({"refresh": "background", "ceiling": ("messages", 50)}, "must be above the trigger"),
+        ({"refresh": "background", "ceiling": ("turns", 80)}, "ceiling sizes are"),
         ({"trigger": ("messages", 3), "keep": ("messages", 3)}, "must be below the trigger"),
         ({"trigger": ("turns", 3)}, "trigger sizes are"),
         ({"trigger": []}, "trigger must be"),

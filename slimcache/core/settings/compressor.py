@@ -22,6 +22,7 @@ messages it built. Nothing in it depends on the store, a thread or a request.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
@@ -40,6 +41,8 @@ from slimcache.core.settings.groups import (
     Hook,
     Hooks,
     InputBoundSetting,
+    Refresh,
+    RefreshMode,
     SummaryFormat,
     Timeouts,
     call_hook,
@@ -64,6 +67,7 @@ __all__ = [
     "Derived",
     "SettingsCache",
     "checked_settings",
+    "signature",
 ]
 
 # Summary messages whose token counts a Derived remembers; all are forgotten past this.
@@ -101,6 +105,8 @@ class CompressorOptions(TypedDict, total=False):
     single_writer: bool
     store_timeout: float | None
     fingerprint: Literal["content", "id"]
+    refresh: RefreshMode
+    ceiling: Trigger | None
     on_evict: Hook | None
     on_compress: Hook | None
     on_cache_hit: Hook | None
@@ -140,6 +146,8 @@ class CompressorSettings:
     single_writer: bool = False
     store_timeout: float | None = DEFAULT_STORE_TIMEOUT
     fingerprint: Literal["content", "id"] = "content"
+    refresh: RefreshMode = "inline"
+    ceiling: Trigger | None = None
     on_evict: Hook | None = None
     on_compress: Hook | None = None
     on_cache_hit: Hook | None = None
@@ -179,6 +187,7 @@ class CompressorSettings:
         timeouts = Timeouts(self.summarizer_timeout, self.store_timeout)
         ErrorHandling(self.on_summarizer_error, self.on_store_error)
         coordination = Coordination(self.lock_wait, self.lease_ttl, self.single_writer)
+        Refresh(self.refresh, self.ceiling, trigger)
         hooks = Hooks(self.on_evict, self.on_compress, self.on_cache_hit, self.on_error)
         settings = dataclasses.replace(
             self,
@@ -200,6 +209,7 @@ class CompressorSettings:
             summarizer_id=cache.summarizer_id or summarizer_name(self.summarizer),
             by_id=cache.by_id,
             hooks=hooks.pick("on_evict", "on_compress", "on_cache_hit", "on_error"),
+            ceiling=self.ceiling if self.refresh == "background" else None,
         )
 
 
@@ -226,6 +236,8 @@ class Derived:
         summarizer_id: The name recorded in entries, the summarizer's own when not given.
         by_id: Whether messages are fingerprinted by their ``id``.
         hooks: The hooks by name.
+        ceiling: The most an answer may hold while its summary is extended in the background;
+            ``None``: summaries are made inline.
         legacy_on_compress: Whether ``on_compress`` takes ``(messages, summary, ms)``.
         prompt_tokens: Tokens of the summarize prompt, its budget filled in.
         rules: What the planner decides by.
@@ -243,6 +255,7 @@ class Derived:
     summarizer_id: str
     by_id: bool
     hooks: dict[str, Hook | None]
+    ceiling: Trigger | None
     legacy_on_compress: bool = field(init=False)
     prompt_tokens: int = field(init=False)
     rules: Rules = field(init=False)
@@ -393,6 +406,22 @@ class SettingsCache:
             how = matching[kind] if kind in matching else matching.setdefault(kind, _by_value(kind))
             key.append(value if how == _RAW else (kind, value) if how == _TYPED else id(value))
         return tuple(key)
+
+
+def signature() -> inspect.Signature:
+    """The compressor's signature as :func:`inspect.signature` and ``help()`` show it: every
+    setting a keyword with its default, as :class:`CompressorSettings` declares them."""
+    kind = inspect.Parameter
+    parameters = [
+        kind("summarizer", kind.POSITIONAL_OR_KEYWORD, annotation="Summarizer"),
+        kind("store", kind.POSITIONAL_OR_KEYWORD, default=None, annotation="Store | str | None"),
+    ]
+    parameters += [
+        kind(setting.name, kind.KEYWORD_ONLY, default=setting.default, annotation=setting.type)
+        for setting in dataclasses.fields(CompressorSettings)
+        if setting.name != "summarizer"
+    ]
+    return inspect.Signature(parameters, return_annotation="None")
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(CompressorSettings))

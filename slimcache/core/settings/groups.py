@@ -16,7 +16,16 @@ from typing import Any, Literal, Union
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.input_bound import InputBound
-from slimcache.core.policy import Keep, KeepMessages, MessageThreshold, Trigger, check_hysteresis
+from slimcache.core.policy import (
+    AnyOf,
+    ContextWindow,
+    Keep,
+    KeepMessages,
+    MessageThreshold,
+    TokenThreshold,
+    Trigger,
+    check_hysteresis,
+)
 from slimcache.core.settings.checks import (
     check_callables,
     check_choice,
@@ -47,6 +56,8 @@ __all__ = [
     "ErrorHandling",
     "Hooks",
     "InputBoundSetting",
+    "Refresh",
+    "RefreshMode",
     "SummaryFormat",
     "Timeouts",
     "call_hook",
@@ -76,6 +87,9 @@ InputBoundSetting = Union[int, Literal["auto"], None]  # noqa: UP007
 """A ``max_input_tokens`` argument: a number of tokens, ``"auto"`` or ``None`` (no bound)."""
 
 Hook = Any
+
+RefreshMode = Literal["inline", "background"]
+"""A ``refresh`` argument: when a due summary is made."""
 
 
 def resolve_policies(
@@ -271,6 +285,81 @@ class Coordination:
             raise ConfigurationError("lease_ttl must be a number of seconds, got None")
         object.__setattr__(self, "lease_ttl", lease)
         check_flag("single_writer", self.single_writer)
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """When a due summary is made: before the request is answered, or after it.
+
+    Attributes:
+        refresh: ``"inline"``: the request waits for it. ``"background"``: a request still
+            within ``ceiling`` is answered with the summary the store has (or none) and every
+            later message, and the summary is extended in the background.
+        ceiling: With ``"background"``, a trigger saying how much an answer may hold (the
+            pinned messages, the summary served and every message after it): a request over
+            it waits. Required then, and refused with ``"inline"``.
+        trigger: The compressor's trigger, resolved: a ceiling of the same kind must be above
+            it, or no request could ever be answered without waiting.
+
+    Raises:
+        ConfigurationError: Naming the first attribute that is wrong.
+    """
+
+    refresh: str = "inline"
+    ceiling: Trigger | None = None
+    trigger: Trigger | None = None
+
+    def __post_init__(self) -> None:
+        check_choice("refresh", self.refresh, ("inline", "background"))
+        ceiling = self.ceiling
+        if ceiling is not None:
+            if isinstance(ceiling, int) and not isinstance(ceiling, bool):
+                raise ConfigurationError(
+                    f"ceiling must be a policy, not the number {ceiling}: write "
+                    f"ceiling=MessageThreshold({ceiling}) (or TokenThreshold({ceiling}) to "
+                    "count tokens)"
+                )
+            if not conforms(ceiling, Trigger):
+                raise ConfigurationError(f"ceiling has no reason() method: {ceiling!r}")
+            if self.trigger is not None:
+                _check_ceiling_above(ceiling, self.trigger)
+            if self.refresh == "inline":
+                raise ConfigurationError(
+                    "ceiling applies only with refresh='background' (got refresh='inline')"
+                )
+        elif self.refresh == "background":
+            raise ConfigurationError(
+                "refresh='background' needs a ceiling, the most an answer may hold while its "
+                "summary is extended in the background: ceiling=MessageThreshold(40), say"
+            )
+
+
+def _check_ceiling_above(ceiling: Trigger, trigger: Trigger) -> None:
+    """Refuse a ceiling at or below a trigger counting the same thing."""
+    bound = _threshold(ceiling)
+    for item in trigger.triggers if isinstance(trigger, AnyOf) else (trigger,):
+        fires = _threshold(item)
+        if (
+            bound is not None
+            and fires is not None
+            and bound[0] is fires[0]
+            and bound[1] <= fires[1]
+        ):
+            raise ConfigurationError(
+                f"ceiling {ceiling!r} must be above the trigger {item!r}: every request the "
+                "trigger fires on would be over it, and wait"
+            )
+
+
+def _threshold(policy: Trigger) -> tuple[type, int] | None:
+    """A built-in threshold's kind and the count above which it fires; ``None`` for others."""
+    if isinstance(policy, MessageThreshold):
+        return MessageThreshold, policy.messages
+    if isinstance(policy, TokenThreshold):
+        return TokenThreshold, policy.tokens
+    if isinstance(policy, ContextWindow):
+        return ContextWindow, policy.limit
+    return None
 
 
 @dataclass(frozen=True)
