@@ -29,7 +29,12 @@ from slimcache.core.policy import Keep, Trigger, WindowState
 from slimcache.core.results import CompressionResult, Stats
 from slimcache.core.summarizer import Summarizer
 from slimcache.frameworks.caller_loop import calling_from
-from slimcache.frameworks.sizes import keep_policy, needs_context_size, trigger_policy
+from slimcache.frameworks.sizes import (
+    ceiling_policy,
+    keep_policy,
+    needs_context_size,
+    trigger_policy,
+)
 from slimcache.frameworks.stores import StoreHandle
 from slimcache.messages import Message
 from slimcache.stores import MemoryStore, Store
@@ -90,6 +95,12 @@ class AgentCompression:
         trigger: When to summarize, in the sizes of :mod:`slimcache.frameworks.sizes`.
         keep: How much stays verbatim.
         on_summarizer_error: See :data:`OnSummarizerError`.
+        refresh: ``"inline"`` (default): a request the trigger fires on waits for its summary.
+            ``"background"``: it is answered at once with the cached summary and every later
+            message while that stays within ``ceiling``, and the summary is extended behind it
+            (see :class:`~slimcache.SummarizeCompressor`).
+        ceiling: With ``refresh="background"``, how much the compressed request may hold, in
+            the sizes of :mod:`slimcache.frameworks.sizes` (``("messages", 80)``).
         settings: The compressor's other settings (``max_summary_tokens``, ``namespace``...).
 
     Raises:
@@ -104,6 +115,8 @@ class AgentCompression:
         trigger: object,
         keep: object,
         on_summarizer_error: OnSummarizerError = "degrade",
+        refresh: Literal["inline", "background"] = "inline",
+        ceiling: object = None,
         settings: dict[str, Any],
     ) -> None:
         if on_summarizer_error not in _CHOICES:
@@ -114,18 +127,24 @@ class AgentCompression:
         self._summarizer = summarizer
         self._trigger = trigger
         self._keep = keep
+        self._refresh = refresh
+        self._ceiling = ceiling
         self._mode = on_summarizer_error
         self._settings = dict(settings)
         self._settings["on_summarizer_error"] = (
             "uncompressed" if on_summarizer_error == "uncompressed" else "raise"
         )
-        self._needs_size = needs_context_size(trigger, keep)
+        self._needs_size = needs_context_size(trigger, keep) or (
+            ceiling is not None and needs_context_size(ceiling, keep)
+        )
         self._lock = threading.Lock()
         self._compressors: dict[int | None, tuple[SummarizeCompressor, SummarizeCompressor]] = {}
         # Every setting is checked before the store is opened, also when the context size
         # is known only later.
         self._build(
-            MemoryStore(), *self._policies(_PROBE_CONTEXT_SIZE if self._needs_size else None)
+            MemoryStore(),
+            *self._policies(_PROBE_CONTEXT_SIZE if self._needs_size else None),
+            background=True,
         )
         self._handle = StoreHandle.of(store)
 
@@ -186,18 +205,41 @@ class AgentCompression:
 
     # ------------------------------------------------------------------ internals
 
-    def _policies(self, context_size: int | None) -> tuple[Trigger, Keep]:
+    def _policies(self, context_size: int | None) -> tuple[Trigger, Keep, Trigger | None]:
         if self._needs_size and context_size is None:
             raise ConfigurationError(
                 "a fraction in trigger or keep needs the model's context size, which the model "
                 "does not give: use ('tokens', n) or ('messages', n)"
             )
         trigger = trigger_policy(self._trigger, context_size)
-        return trigger, keep_policy(self._keep, trigger, context_size)
+        keep = keep_policy(self._keep, trigger, context_size)
+        ceiling = None
+        if self._ceiling is not None:
+            ceiling = ceiling_policy(self._ceiling, trigger, context_size)
+        return trigger, keep, ceiling
 
-    def _build(self, store: Store, trigger: Trigger, keep: Keep) -> SummarizeCompressor:
+    def _build(
+        self,
+        store: Store,
+        trigger: Trigger,
+        keep: Keep,
+        ceiling: Trigger | None,
+        *,
+        background: bool,
+    ) -> SummarizeCompressor:
+        """A compressor; ``background``: with the refresh and ceiling asked for."""
+        if not background:
+            return SummarizeCompressor(
+                self._summarizer, store, trigger=trigger, keep=keep, **self._settings
+            )
         return SummarizeCompressor(
-            self._summarizer, store, trigger=trigger, keep=keep, **self._settings
+            self._summarizer,
+            store,
+            trigger=trigger,
+            keep=keep,
+            refresh=self._refresh,
+            ceiling=ceiling,
+            **self._settings,
         )
 
     def _pair(self, context_size: int | None) -> tuple[SummarizeCompressor, SummarizeCompressor]:
@@ -205,9 +247,12 @@ class AgentCompression:
         with self._lock:
             pair = self._compressors.get(key)
             if pair is None:
-                trigger, keep = self._policies(key)
+                trigger, keep, ceiling = self._policies(key)
                 store = self._handle.store
-                pair = (self._build(store, trigger, keep), self._build(store, Never(), keep))
+                pair = (
+                    self._build(store, trigger, keep, ceiling, background=True),
+                    self._build(store, Never(), keep, None, background=False),
+                )
                 self._compressors[key] = pair
             return pair
 

@@ -22,6 +22,7 @@ __all__ = [
     "ContextSize",
     "Reaches",
     "TriggerSpec",
+    "ceiling_policy",
     "keep_policy",
     "needs_context_size",
     "trigger_policy",
@@ -159,3 +160,21 @@ def keep_policy(keep: object, trigger: Trigger, context_size: int | None = None)
                 "what is kept would reach the trigger again at once"
             )
     return KeepMessages(limit) if unit == "messages" else KeepTokens(limit)
+
+
+def ceiling_policy(ceiling: object, trigger: Trigger, context_size: int | None = None) -> Trigger:
+    """The slimcache ceiling of a background refresh for a size (``("messages", 80)``, ...),
+    checked against ``trigger``.
+
+    Raises:
+        ConfigurationError: The size is malformed, or at or below a trigger of the same unit
+            (every request the trigger fires on would reach it, and wait).
+    """
+    unit, limit = _absolute(*_checked_size(ceiling, "ceiling"), context_size)
+    for option in trigger.triggers if isinstance(trigger, AnyOf) else (trigger,):
+        if isinstance(option, Reaches) and option.unit == unit and limit <= option.limit:
+            raise ConfigurationError(
+                f"ceiling {ceiling!r} must be above the trigger's {option.limit} {unit}: every "
+                "request the trigger fires on would reach it, and wait"
+            )
+    return Reaches(unit, limit)  # type: ignore[arg-type]

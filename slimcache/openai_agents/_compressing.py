@@ -44,6 +44,8 @@ class ItemCompression:
         ttl: float | None = None,
         context_window: int | None = None,
         on_summarizer_error: OnSummarizerError = "degrade",
+        refresh: Literal["inline", "background"] = "inline",
+        ceiling: ContextSize | None = None,
         on_store_error: Literal["raise", "bypass"] = "raise",
     ) -> None:
         if summary_placement not in ("system", "user"):
@@ -69,6 +71,8 @@ class ItemCompression:
             trigger=trigger,
             keep=keep,
             on_summarizer_error=on_summarizer_error,
+            refresh=refresh,
+            ceiling=ceiling,
             settings={
                 "token_counter": token_counter,
                 "max_summary_tokens": max_summary_tokens,

@@ -65,6 +65,12 @@ class CachedSummarizationFilter:
         on_summarizer_error: ``"degrade"`` (default): when the summarizer fails, the model gets
             the last cached summary and the items since (every item when none is cached), with
             a warning; ``"uncompressed"``: every item; ``"raise"``.
+        refresh: ``"inline"`` (default): a call the trigger fires on waits for its summary.
+            ``"background"``: the model gets the cached summary and everything after it at
+            once while that stays within ``ceiling``, and the summary is extended behind the
+            call (see the guide "Refresh summaries in the background").
+        ceiling: With ``refresh="background"``, how much the compressed input may hold, in the
+            sizes of ``trigger`` (``("messages", 80)``, ``("tokens", 6000)``, ...).
         on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
 
     A message count counts the messages as slimcache sees them: one per user, system or
@@ -93,6 +99,8 @@ class CachedSummarizationFilter:
         ttl: float | None = None,
         context_window: int | None = None,
         on_summarizer_error: OnSummarizerError = "degrade",
+        refresh: Literal["inline", "background"] = "inline",
+        ceiling: ContextSize | None = None,
         on_store_error: Literal["raise", "bypass"] = "raise",
     ) -> None:
         if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
@@ -113,6 +121,8 @@ class CachedSummarizationFilter:
             ttl=ttl,
             context_window=context_window,
             on_summarizer_error=on_summarizer_error,
+            refresh=refresh,
+            ceiling=ceiling,
             on_store_error=on_store_error,
         )
         self._thread_id = thread_id

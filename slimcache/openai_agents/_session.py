@@ -34,8 +34,9 @@ class CachedSummarySession:
     rewritten, and works with any model the SDK can call. ``session_settings`` are the wrapped
     session's. The arguments after ``thread_id`` (``trigger``, ``keep``, ``token_counter``,
     ``max_summary_tokens``, ``prompts``, ``summary_template``, ``summary_placement``,
-    ``namespace``, ``ttl``, ``context_window``, ``on_summarizer_error``, ``on_store_error``) are
-    those of :class:`~slimcache.openai_agents.CachedSummarizationFilter`.
+    ``namespace``, ``ttl``, ``context_window``, ``on_summarizer_error``, ``refresh``,
+    ``ceiling``, ``on_store_error``) are those of
+    :class:`~slimcache.openai_agents.CachedSummarizationFilter`.
 
     Args:
         session: The session to wrap.
@@ -66,6 +67,8 @@ class CachedSummarySession:
         ttl: float | None = None,
         context_window: int | None = None,
         on_summarizer_error: OnSummarizerError = "degrade",
+        refresh: Literal["inline", "background"] = "inline",
+        ceiling: ContextSize | None = None,
         on_store_error: Literal["raise", "bypass"] = "raise",
     ) -> None:
         if not isinstance(session, Session):
@@ -86,6 +89,8 @@ class CachedSummarySession:
             ttl=ttl,
             context_window=context_window,
             on_summarizer_error=on_summarizer_error,
+            refresh=refresh,
+            ceiling=ceiling,
             on_store_error=on_store_error,
         )
         self.session = session

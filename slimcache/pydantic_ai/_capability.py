@@ -79,6 +79,12 @@ class CachedSummarization(AbstractCapability[Any]):
         on_summarizer_error: ``"degrade"`` (default): when the summarizer fails, the model gets
             the last cached summary and the messages since (all messages when none is cached),
             with a warning; ``"uncompressed"``: all messages; ``"raise"``.
+        refresh: ``"inline"`` (default): a call the trigger fires on waits for its summary.
+            ``"background"``: the model gets the cached summary and everything after it at
+            once while that stays within ``ceiling``, and the summary is extended behind the
+            call (see the guide "Refresh summaries in the background").
+        ceiling: With ``refresh="background"``, how much the compressed input may hold, in the
+            sizes of ``trigger`` (``("messages", 80)``, ``("tokens", 6000)``, ...).
         on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
 
     A message count counts the messages as slimcache sees them: one per part of a request (a
@@ -105,6 +111,8 @@ class CachedSummarization(AbstractCapability[Any]):
         namespace: str = "",
         ttl: float | None = None,
         on_summarizer_error: OnSummarizerError = "degrade",
+        refresh: Literal["inline", "background"] = "inline",
+        ceiling: ContextSize | None = None,
         on_store_error: Literal["raise", "bypass"] = "raise",
     ) -> None:
         if summary_placement not in ("system", "user"):
@@ -122,6 +130,8 @@ class CachedSummarization(AbstractCapability[Any]):
             trigger=trigger,
             keep=keep,
             on_summarizer_error=on_summarizer_error,
+            refresh=refresh,
+            ceiling=ceiling,
             settings={
                 "token_counter": token_counter,
                 "max_summary_tokens": max_summary_tokens,

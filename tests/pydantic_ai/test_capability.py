@@ -39,6 +39,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
+import slimcache.sync
 from slimcache import ConfigurationError, MemoryStore, Store, SummaryContext
 from slimcache.pydantic_ai import CachedSummarization, PydanticAISummarizer
 from tests.fakes import RecordingSummarizer
@@ -432,3 +433,45 @@ def test_the_example_runs() -> None:
     assert "summarizer calls 1" in result.stdout
     guide = (ROOT / "docs" / "guides" / "pydantic-ai.md").read_text()
     assert '```python\n--8<-- "examples/pydantic_ai_agent.py"\n```' in guide
+
+
+def test_background_refresh_answers_at_once_and_extends_behind_the_run(store: Store) -> None:
+    summarizer = RecordingSummarizer()
+    capability = CachedSummarization(
+        summarizer,
+        store,
+        trigger=("messages", 6),
+        keep=("messages", 3),
+        refresh="background",
+        ceiling=("messages", 40),
+    )
+    agent, planner = make_agent(capability)
+    history: list[ModelMessage] = []
+    for question in QUESTIONS:
+        result = agent.run_sync(question, message_history=stateless(history), conversation_id="bg")
+        history = result.all_messages()
+        assert slimcache.sync.drain(timeout=30)
+    stats = capability.stats
+    assert stats.stale_served >= 1  # answered with what the cache had, the summary extended after
+    assert stats.background_started >= 1
+    assert stats.background_finished == stats.background_started
+    assert stats.summarizer_calls == len(summarizer.calls) >= 1
+    for seen in planner.seen:
+        check_calls_answered(seen)
+    # Once the refreshes drained, the same request again is a hit with no summarizer call.
+    calls = len(summarizer.calls)
+    agent.run_sync(QUESTIONS[-1], message_history=stateless(history[:-4]), conversation_id="bg")
+    assert len(summarizer.calls) == calls
+    assert capability.stats.cache_hits >= 1
+
+
+def test_a_ceiling_at_the_trigger_is_refused_before_the_store_opens() -> None:
+    with pytest.raises(ConfigurationError, match="ceiling"):
+        CachedSummarization(
+            RecordingSummarizer(),
+            "memory://",
+            trigger=("messages", 6),
+            keep=("messages", 3),
+            refresh="background",
+            ceiling=("messages", 6),
+        )
