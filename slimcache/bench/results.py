@@ -126,7 +126,12 @@ class ModeResult:
         truncated_replies: Replies the model cut at the summary's budget (see
             :class:`~slimcache.Stats`).
         shorter_retries: Requests made again, asking for a shorter summary, after a cut reply.
+        truncated_accepted: Cut summaries kept (``--on-truncated accept``).
+        summarizer_errors: Requests whose summarizer call failed.
         wall_seconds: Time the mode took.
+        replayed: Requests replayed; below ``requests`` when the mode stopped on a failure.
+        failure: Why the mode stopped (``"SummarizerError: ..."``), or ``None`` when it
+            replayed every request.
         per_request_input_tokens: Summarizer input tokens of each request, in replay order.
     """
 
@@ -159,7 +164,11 @@ class ModeResult:
     call_samples: int = 0
     truncated_replies: int = 0
     shorter_retries: int = 0
+    truncated_accepted: int = 0
+    summarizer_errors: int = 0
     wall_seconds: float = 0.0
+    replayed: int = 0
+    failure: str | None = None
     per_request_input_tokens: list[int] = field(default_factory=list)
 
     @property
@@ -187,6 +196,8 @@ class ModeResult:
         self.store_batches += stats.store_batches
         self.truncated_replies += stats.truncated_replies
         self.shorter_retries += stats.shorter_retries
+        self.truncated_accepted += stats.truncated_accepted
+        self.summarizer_errors += stats.summarizer_errors
 
     def add_hit(self, *, newest: bool, round_trips: int) -> None:
         """Count one timed hit, on the newest history of its thread or on an older one."""
@@ -244,6 +255,11 @@ class BenchReport:
         """Requests per mode."""
         return sum(self.requests_per_conversation)
 
+    @property
+    def failed(self) -> ModeResult | None:
+        """The mode that stopped on a failure (the last that ran), or ``None``."""
+        return next((m for m in self.modes.values() if m.failure is not None), None)
+
     def ratio(self, key: str, what: str) -> float | None:
         """``what`` (``summarizer_calls`` or ``input_tokens``) of mode ``key`` over naive's."""
         naive = self.modes.get("naive")
@@ -278,6 +294,7 @@ class BenchReport:
             "messages": self.messages,
             "store_warm_threads": self.warm_threads,
             "floor_tokens": self.floor_tokens,
+            "failed_mode": None if (failed := self.failed) is None else failed.key,
             "modes": modes,
             "threads": [
                 {"conversation": c, "thread_id": t, "requests": n}
