@@ -7,6 +7,7 @@ input needs, counts what each sent, and builds the entry the new summary is cach
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -175,6 +176,14 @@ class SummaryProducer:
             call = reporting.recorder.summarize(work.thread_id, task, sent, call, self.count)
         try:
             summary = await call
+        except asyncio.CancelledError:
+            # Cancelled before any reply (the caller went away): counted apart, not as a call
+            # made. A call that timed out under summarizer_timeout raised SummarizerError.
+            self.stats.summarizer_calls -= 1
+            self.stats.summarizer_input_tokens -= sent
+            self.stats.cancelled_calls += 1
+            self.stats.cancelled_input_tokens += sent
+            raise
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
             work.stats.add_report(context.report)

@@ -23,7 +23,8 @@ class Stats:
 
     Attributes:
         requests: ``compress`` calls.
-        summarizer_calls: Calls made to the summarizer.
+        summarizer_calls: Calls made to the summarizer (those cancelled before they returned
+            are in ``cancelled_calls`` instead).
         summarizer_input_tokens: Tokens sent to the summarizer (prompt, previous summary, messages).
         summarizer_output_tokens: Tokens of the summaries it returned.
         naive_input_tokens: Tokens a compressor that re-summarizes everything outside the window
@@ -55,6 +56,11 @@ class Stats:
         truncated_accepted: Cut summaries kept anyway (``on_truncated="accept"``).
         condensed_over_budget: Summaries that came back over ``max_summary_tokens`` (by more
             than a quarter) and were condensed by one more call.
+        cancelled_calls: Summarizer calls cancelled before they returned (the request was
+            cancelled: a client that went away, a worker shut down). Not in
+            ``summarizer_calls``.
+        cancelled_input_tokens: Tokens those calls were to be sent (or were sent, if the
+            request had gone out). Not in ``summarizer_input_tokens``.
     """
 
     requests: int = 0
@@ -81,6 +87,8 @@ class Stats:
     shorter_retries: int = 0
     truncated_accepted: int = 0
     condensed_over_budget: int = 0
+    cancelled_calls: int = 0
+    cancelled_input_tokens: int = 0
 
     def __copy__(self) -> Stats:
         # A snapshot is taken after every request in some servers: copy the counters as they
