@@ -36,11 +36,11 @@ def trip(count: int) -> list[dict[str, Any]]:
 
 
 def long_history(count: int) -> list[dict[str, Any]]:
-    """``count`` messages of about 40 tokens each, every one distinct."""
-    return [
-        {
-            "role": ("user", "assistant")[i % 2],
-            "content": f"Message {i}: " + " ".join(f"word{(i * 7 + j) % 997}" for j in range(22)),
-        }
-        for i in range(count)
-    ]
+    """``count`` distinct messages of plain English (the trip's turns, numbered), about 25
+    tokens each: text a model's tokenizer counts close to slimcache's four characters a token
+    (a text dense in digits and rare words counts up to twice that)."""
+    messages = []
+    for i in range(count):
+        role, text = _TURNS[i % len(_TURNS)]
+        messages.append({"role": role, "content": f"{text} That was message {i}, by the way."})
+    return messages

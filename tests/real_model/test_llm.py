@@ -74,7 +74,8 @@ async def test_a_history_longer_than_the_context_is_folded_in_bounded_calls(
     real_model: RealModel,
 ) -> None:
     history = [{"role": "system", "content": "You summarize."}, *long_history(400)]
-    async with summarizer(real_model, on_truncated="accept", max_retries=0) as model:
+    # A 6,000-token call takes minutes on one slow CPU thread: a generous timeout.
+    async with summarizer(real_model, on_truncated="accept", max_retries=0, timeout=900) as model:
         unbounded = SummarizeCompressor(model, max_summary_tokens=64, max_input_tokens=None)
         with pytest.raises(SummarizerError):  # the server refuses a prompt over its context
             await unbounded.compress_detailed(history, thread_id="long")
