@@ -179,10 +179,10 @@ class SummaryProducer:
         except asyncio.CancelledError:
             # Cancelled before any reply (the caller went away): counted apart, not as a call
             # made. A call that timed out under summarizer_timeout raised SummarizerError.
-            self.stats.summarizer_calls -= 1
-            self.stats.summarizer_input_tokens -= sent
-            self.stats.cancelled_calls += 1
-            self.stats.cancelled_input_tokens += sent
+            work.stats.summarizer_calls -= 1
+            work.stats.summarizer_input_tokens -= sent
+            work.stats.cancelled_calls += 1
+            work.stats.cancelled_input_tokens += sent
             raise
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
