@@ -137,6 +137,11 @@ def _table(report: BenchReport) -> Table:
                 for m in modes
             ],
         )
+    if any(m.condensed_over_budget for m in modes):
+        row(
+            "over budget: condensed / cut",
+            [f"{m.condensed_over_budget:,} / {m.cut_over_budget:,}" for m in modes],
+        )
     if any(m.summarizer_errors for m in modes):
         row("summarizer errors", [_number(m.summarizer_errors) for m in modes])
     row("wall time", [f"{m.wall_seconds:.2f} s" for m in modes])

@@ -12,7 +12,9 @@ from slimcache.bench.summarizers import MeteredSummarizer
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import KeepMessages, MessageThreshold
 from slimcache.core.results import Stats
+from slimcache.core.settings.checks import check_choice
 from slimcache.core.strategies import STRATEGY_NAMES, StrategyName
+from slimcache.core.summarizer import OnOverBudget
 from slimcache.stores.protocol import Store
 
 __all__ = ["DEFAULT_PRICE_PER_MTOK", "BenchReport", "BenchSettings", "ModeResult"]
@@ -37,6 +39,8 @@ class BenchSettings:
         summary_tokens: Token budget handed to the summarizer.
         checkpoints: Ranges each thread's index lists (``None``: the compressor's default).
         price_per_mtok: Dollars per million summarizer input tokens, for the cost estimate.
+        on_over_budget: A summary still over ``summary_tokens`` after the condense call is
+            ``"cut"`` to it (counted) or makes the mode fail (``"raise"``).
 
     Raises:
         ConfigurationError: Naming the first invalid field.
@@ -48,6 +52,7 @@ class BenchSettings:
     summary_tokens: int = 400
     checkpoints: int | None = None
     price_per_mtok: float = DEFAULT_PRICE_PER_MTOK
+    on_over_budget: OnOverBudget = "cut"
 
     def __post_init__(self) -> None:
         _positive("threshold", self.threshold)
@@ -55,6 +60,7 @@ class BenchSettings:
         _positive("summary_tokens", self.summary_tokens)
         if self.checkpoints is not None:
             _positive("checkpoints", self.checkpoints)
+        check_choice("on_over_budget", self.on_over_budget, ("cut", "raise"))
         if self.keep >= self.threshold:
             raise ConfigurationError(
                 f"keep ({self.keep}) must be below threshold ({self.threshold})"
@@ -81,6 +87,7 @@ class BenchSettings:
             strategy=self.strategy,
             max_summary_tokens=self.summary_tokens,
             summarizer_id=name,
+            on_over_budget=self.on_over_budget,
             **options,
         )
 
@@ -127,6 +134,9 @@ class ModeResult:
             :class:`~slimcache.Stats`).
         shorter_retries: Requests made again, asking for a shorter summary, after a cut reply.
         truncated_accepted: Cut summaries kept (``--on-truncated accept``).
+        condensed_over_budget: Summaries over the budget, condensed by one more call.
+        cut_over_budget: Of those, summaries still over it, cut to it
+            (``--on-over-budget cut``).
         summarizer_errors: Requests whose summarizer call failed.
         wall_seconds: Time the mode took.
         replayed: Requests replayed; below ``requests`` when the mode stopped on a failure.
@@ -165,6 +175,8 @@ class ModeResult:
     truncated_replies: int = 0
     shorter_retries: int = 0
     truncated_accepted: int = 0
+    condensed_over_budget: int = 0
+    cut_over_budget: int = 0
     summarizer_errors: int = 0
     wall_seconds: float = 0.0
     replayed: int = 0
@@ -197,6 +209,8 @@ class ModeResult:
         self.truncated_replies += stats.truncated_replies
         self.shorter_retries += stats.shorter_retries
         self.truncated_accepted += stats.truncated_accepted
+        self.condensed_over_budget += stats.condensed_over_budget
+        self.cut_over_budget += stats.cut_over_budget
         self.summarizer_errors += stats.summarizer_errors
 
     def add_hit(self, *, newest: bool, round_trips: int) -> None:

@@ -45,6 +45,7 @@ from slimcache.cli.summarizers import (
     make_summarizer,
 )
 from slimcache.core.strategies import StrategyName
+from slimcache.core.summarizer import OnOverBudget
 from slimcache.core.truncation import check_on_truncated
 from slimcache.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from slimcache.stores.protocol import Store
@@ -112,6 +113,14 @@ OnTruncatedOption = Annotated[
         metavar="accept|raise",
         help="A reply of a real model cut at --summary-tokens even when asked for a shorter "
         "one: 'accept' keeps it (counted in the table), 'raise' stops the mode there.",
+    ),
+]
+OnOverBudgetOption = Annotated[
+    str,
+    typer.Option(
+        metavar="cut|raise",
+        help="A summary still over --summary-tokens after the condense call: 'cut' keeps it "
+        "cut to the budget (counted in the table), 'raise' stops the mode there.",
     ),
 ]
 PriceOption = Annotated[
@@ -187,6 +196,7 @@ def bench(
     timeout: TimeoutOption = DEFAULT_TIMEOUT,
     max_retries: MaxRetriesOption = DEFAULT_MAX_RETRIES,
     on_truncated: OnTruncatedOption = "accept",
+    on_over_budget: OnOverBudgetOption = "cut",
 ) -> None:
     """Replay conversations as a stateless chat server would, with and without the cache."""
     try:
@@ -198,6 +208,7 @@ def bench(
                 summary_tokens=summary_tokens,
                 checkpoints=checkpoints,
                 price_per_mtok=price_per_mtok,
+                on_over_budget=cast("OnOverBudget", on_over_budget),  # checked there
             )
             chosen_modes = parse_modes(modes)
             # A missing key or SDK fails here, before the dataset or the store is touched.

@@ -18,6 +18,7 @@ from slimcache.core import recorder as reporting
 from slimcache.core.input_bound import InputBound, Step
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
+    OnOverBudget,
     Prompts,
     Summarizer,
     SummaryContext,
@@ -60,6 +61,8 @@ class SummaryProducer:
         timeout: Seconds a summarizer call may take (``None``: unbounded).
         emit: Calls a hook by name.
         bound: What one summarizer call may receive.
+        on_over_budget: What a summary still over ``max_tokens`` after the condense call
+            becomes (see :func:`~slimcache.core.summarizer.keep_within_budget`).
     """
 
     summarizer: Summarizer
@@ -72,6 +75,7 @@ class SummaryProducer:
     timeout: float | None
     emit: Emit
     bound: InputBound
+    on_over_budget: OnOverBudget = "cut"
 
     async def produce(
         self,
@@ -116,17 +120,18 @@ class SummaryProducer:
             )
             if task == "condense":
                 return summary
-            # A summary over its budget is condensed once, or refused (see keep_within_budget).
+            # A summary over its budget is condensed once, then cut (see keep_within_budget).
             covers = step.first if task == "summarize" else start
 
             async def condense(text: str) -> str:
                 return await self.call(work, "condense", [], text, covers, step.end)
 
-            summary, condensed = await keep_within_budget(
-                summary, self.max_tokens, self.count, condense
+            kept = await keep_within_budget(
+                summary, self.max_tokens, self.count, condense, on_over_budget=self.on_over_budget
             )
-            work.stats.condensed_over_budget += condensed
-            return summary
+            work.stats.condensed_over_budget += kept.condensed
+            work.stats.cut_over_budget += kept.cut
+            return kept.summary
 
         summary = await self.strategy.combine(
             step.previous,

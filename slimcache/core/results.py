@@ -56,6 +56,8 @@ class Stats:
         truncated_accepted: Cut summaries kept anyway (``on_truncated="accept"``).
         condensed_over_budget: Summaries that came back over ``max_summary_tokens`` (by more
             than a quarter) and were condensed by one more call.
+        cut_over_budget: Of those, summaries still over the budget after the condense call,
+            cut to it at a sentence or word boundary (``on_over_budget="cut"``).
         cancelled_calls: Summarizer calls cancelled before they returned (the request was
             cancelled: a client that went away, a worker shut down). Not in
             ``summarizer_calls``.
@@ -87,6 +89,7 @@ class Stats:
     shorter_retries: int = 0
     truncated_accepted: int = 0
     condensed_over_budget: int = 0
+    cut_over_budget: int = 0
     cancelled_calls: int = 0
     cancelled_input_tokens: int = 0
 

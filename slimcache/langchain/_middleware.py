@@ -27,7 +27,7 @@ from slimcache.core.results import CompressionResult, Stats
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.store_argument import close_owned_store, open_store_argument
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.core.truncation import OnTruncated, check_on_truncated
 from slimcache.langchain._convert import from_langchain
 from slimcache.langchain._sizes import (
@@ -37,7 +37,7 @@ from slimcache.langchain._sizes import (
     needs_context_size,
     trigger_from,
 )
-from slimcache.langchain._summarizer import LangChainSummarizer
+from slimcache.langchain._summarizer import LangChainSummarizer, check_max_tokens_kwarg
 from slimcache.messages import TokenCounter, approx_tokens
 from slimcache.stores import MemoryStore, Store
 from slimcache.sync import default_runner
@@ -120,6 +120,10 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             ``"accept"`` (default) keeps it with a warning logged (``stats.truncated_accepted``
             counts it), and ``"raise"`` makes it a summarizer failure (see
             ``on_summarizer_error``). A slimcache summarizer given as ``model`` has its own.
+        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call is
+            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
+            ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``;
+            see ``on_summarizer_error``).
         max_tokens_kwarg: When ``model`` is a chat model or a model string, the keyword that
             passes ``max_summary_tokens`` to each summarizing call as the reply's limit
             (``"max_tokens"``; ``"extra_body.max_tokens"`` for ``ChatOpenAI`` on llama.cpp's
@@ -151,6 +155,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         on_summarizer_error: OnSummarizerError = "previous",
         on_store_error: Literal["raise", "bypass"] = "raise",
         on_truncated: OnTruncated = "accept",
+        on_over_budget: OnOverBudget = "cut",
         max_tokens_kwarg: str | None = None,
     ) -> None:
         super().__init__()
@@ -165,7 +170,10 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             )
         self._chat_model = _chat_model(model)
         summarizer = _summarizer(
-            model, self._chat_model, check_on_truncated(on_truncated), max_tokens_kwarg
+            model,
+            self._chat_model,
+            check_on_truncated(on_truncated),
+            check_max_tokens_kwarg(max_tokens_kwarg),
         )
         self._serve_previous = on_summarizer_error == "previous"
         self._trigger_spec = trigger
@@ -181,6 +189,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             # "previous" is the middleware's own: its compressor raises, and it serves the rest.
             "on_summarizer_error": "raise" if self._serve_previous else on_summarizer_error,
             "on_store_error": on_store_error,
+            "on_over_budget": on_over_budget,
         }
         self._summarizer = summarizer
         self._needs_size = needs_context_size(trigger, keep)

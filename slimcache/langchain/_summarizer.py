@@ -92,7 +92,12 @@ def _own_limit(model: object) -> int | None:
     return None
 
 
-def _check_max_tokens_kwarg(value: object) -> str | None:
+def check_max_tokens_kwarg(value: object) -> str | None:
+    """Return ``value`` if it is ``None``, a keyword, or a keyword and a field in it.
+
+    Raises:
+        ConfigurationError: Anything else.
+    """
     if value is None:
         return None
     parts = value.split(".") if isinstance(value, str) else []
@@ -172,7 +177,7 @@ class LangChainSummarizer:
         self.name = name or default
         # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
         self.__qualname__ = self.name
-        self.max_tokens_kwarg = _check_max_tokens_kwarg(max_tokens_kwarg)
+        self.max_tokens_kwarg = check_max_tokens_kwarg(max_tokens_kwarg)
         self.on_truncated = check_on_truncated(on_truncated)
 
     async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:

@@ -35,6 +35,7 @@ from slimcache.core.settings.groups import (
 from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.strategies import Extend
 from slimcache.core.summarizer import (
+    OnOverBudget,
     Summarizer,
     SummaryContext,
     run_summarizer,
@@ -154,6 +155,15 @@ class _Overflow:
         return f"messages>{self.messages}" if state.messages > self.messages else None
 
 
+def _batch_for(window_size: int, batch: int | None) -> int:
+    """The batch given, checked, or the default: half the window, at least 2."""
+    if batch is None:
+        return max(2, window_size // 2)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigurationError(f"batch must be a positive integer, got {batch!r}")
+    return batch
+
+
 def _trigger(window_size: int, batch: int) -> _Overflow | MessageThreshold:
     """Fires once the window holds ``window_size + batch`` messages."""
     return _Overflow(window_size) if batch == 1 else MessageThreshold(window_size + batch - 1)
@@ -212,6 +222,10 @@ class SlidingWindow:
         summarizer_timeout: Seconds one summarizer call may take.
         store_timeout: Seconds one store call may take before it fails with
             :class:`StoreError`.
+        on_over_budget: A summary still over ``summary_budget`` after the condense call:
+            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
+            ``compressor.stats.cut_over_budget`` and logged, or ``"raise"``
+            :class:`SummarizerError`.
 
     Raises:
         InvalidInput: The id is malformed.
@@ -237,13 +251,11 @@ class SlidingWindow:
         summarizer_id: str | None = None,
         summarizer_timeout: float | None = None,
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         self._keys = ThreadKeys(id, namespace)
         positive_int("window_size", window_size)
-        if batch is None:
-            batch = max(2, window_size // 2)
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ConfigurationError(f"batch must be a positive integer, got {batch!r}")
+        batch = _batch_for(window_size, batch)
         # Checked under its own name first: the group would call it max_summary_tokens.
         positive_int("summary_budget", summary_budget)
         check_summarizer(summarizer)
@@ -291,6 +303,7 @@ class SlidingWindow:
             summarizer_timeout=timeouts.summarizer_timeout,
             summarizer_id=cache.summarizer_id or summarizer_name(summarizer),
             store_timeout=timeouts.store_timeout,
+            on_over_budget=on_over_budget,
         )
         self._store = resolved
         self._turns = _turns_for(resolved, self._keys.turns)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from slimcache import (
     ConfigurationError,
     MemoryStore,
     Store,
+    SummaryContext,
     approx_tokens,
 )
 from slimcache.bench.datasets import Dataset, request_lengths
@@ -259,3 +261,47 @@ async def test_a_failing_mode_keeps_what_it_measured_and_stops_the_run(failing: 
     assert len(failed.per_request_input_tokens) == failed.replayed
     assert report.to_dict()["failed_mode"] == failing
     assert all(m.failure is None for m in report.modes.values() if m is not failed)
+
+
+class Overshoots:
+    """Writes ten times the budget, whatever it is asked (condense included)."""
+
+    name = "overshoots"
+
+    def __call__(self, messages: object, context: SummaryContext) -> str:
+        return "A summary sentence that goes on. " * (context.max_tokens * 10 // 8)
+
+
+class AlwaysCut:
+    """Reports every reply cut at the budget and keeps it, as on_truncated='accept' does."""
+
+    name = "always-cut"
+
+    def __call__(self, messages: object, context: SummaryContext) -> str:
+        context.report.truncated_replies += 2
+        context.report.shorter_retries += 1
+        context.report.truncated_accepted += 1
+        return "a cut summary"
+
+
+@pytest.mark.parametrize("summarizer", [Overshoots(), AlwaysCut()], ids=lambda s: s.name)
+async def test_every_mode_runs_through_a_model_that_misbehaves(summarizer: Any) -> None:
+    data = dataset(20, 14)
+    report = await run_bench(
+        data,
+        data.conversations,
+        store=MemoryStore(),
+        store_url="memory://",
+        summarizer=summarizer,
+        settings=SMALL,
+    )
+    assert report.failed is None
+    assert list(report.modes) == list(MODES)
+    for mode in report.modes.values():
+        assert mode.replayed == mode.requests
+        if mode.key == "second_pass":
+            continue
+        if isinstance(summarizer, Overshoots):
+            assert mode.cut_over_budget == mode.condensed_over_budget == mode.summarizer_calls // 2
+        else:
+            assert mode.truncated_accepted == mode.summarizer_calls > 0

@@ -47,6 +47,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
         (["--price-per-mtok", "-1"], "--price-per-mtok"),
         (["--json", "/nonexistent/dir/out.json"], "--json: no such directory: /nonexistent/dir"),
         (["--on-truncated", "keep"], "on_truncated must be 'raise' or 'accept', got 'keep'"),
+        (["--on-over-budget", "keep"], "on_over_budget must be 'cut' or 'raise', got 'keep'"),
     ],
 )
 def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
@@ -367,3 +368,27 @@ def test_a_failed_mode_is_named_and_what_ran_is_written(
     assert memory["replayed"] < memory["requests"]
     assert "FAILED after" in flat(failed.stdout)
     assert "Stopped: slimcache (no store) failed after" in flat(failed.stdout)
+
+
+def test_bench_keeps_going_when_the_model_overshoots_every_time(
+    llm_server: LLMServer, data_json: Path, tmp_path: Path
+) -> None:
+    # A server that ignores max_tokens (llama.cpp's do with max_completion_tokens) and a
+    # model that writes five times the budget, condense included: each summary is cut.
+    llm_server.bounds_reply = False
+    llm_server.text = lambda path, body: "The trip goes on. " * 70  # 315 tokens against 60
+    args = ["bench", "--store", "memory://", "--dataset", str(data_json)]
+    args += ["--summarizer", "openai:tiny", "--modes", "memory", *SMALL]
+    out = tmp_path / "cut.json"
+    kept = invoke(*args, "--json", str(out), env=openai_env(llm_server))
+    assert kept.exit_code == 0, kept.stderr
+    memory = json.loads(out.read_text())["modes"]["memory"]
+    assert memory["cut_over_budget"] == memory["condensed_over_budget"] > 0
+    assert memory["summarizer_calls"] == 2 * memory["cut_over_budget"]
+    assert memory["summarizer_errors"] == 0
+    assert "over budget: condensed / cut" in kept.stdout
+
+    raised = invoke(*args, "--on-over-budget", "raise", env=openai_env(llm_server))
+    assert raised.exit_code == 1
+    assert "mode slimcache (no store) failed: SummarizerError" in flat(raised.stderr)
+    assert "when asked to condense it" in flat(raised.stderr)

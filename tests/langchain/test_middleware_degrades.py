@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
-from slimcache import MemoryStore, SummarizerError
+from slimcache import MemoryStore, SummarizerError, approx_tokens
 from slimcache.langchain import CachedSummarizationMiddleware
 from tests.langchain.test_middleware import (
     SYSTEM_PROMPT,
@@ -161,3 +161,22 @@ def test_wrong_choices_are_refused_when_built(arguments: dict[str, Any], message
 
     with pytest.raises(ConfigurationError, match=message):
         CachedSummarizationMiddleware(always_cut(), **arguments)
+
+
+RAMBLING = "The trip is to Lisbon. Ada booked the flight for May 12. " * 200  # 2,850 tokens
+
+
+def test_a_model_that_overshoots_every_time_keeps_the_agent_running() -> None:
+    # Asked for 1,000 tokens (the default budget), it writes 2,850, and again when asked to
+    # condense: the summary is cut to the budget at a sentence, counted, and served.
+    summaries = ScriptedChatModel(responses=[AIMessage(RAMBLING) for _ in range(20)])
+    agent_model, middleware, agent = agent_with(summaries)
+    seven_turns(agent)
+    assert len(agent_model.seen) == 7
+    system = str(agent_model.seen[5][0].content)
+    summary = system.split(SUMMARY, 1)[1]
+    assert summary.endswith("May 12.")
+    assert 800 < approx_tokens(summary) <= 1000
+    stats = middleware.stats
+    assert (stats.condensed_over_budget, stats.cut_over_budget) == (2, 2)
+    assert (stats.summarizer_calls, stats.summarizer_errors) == (4, 0)

@@ -73,7 +73,7 @@ async def test_a_reply_cut_at_the_budget(real_model: RealModel, on_truncated: st
 async def test_a_history_longer_than_the_context_is_folded_in_bounded_calls(
     real_model: RealModel,
 ) -> None:
-    history = [{"role": "system", "content": "You summarize."}, *long_history(400)]
+    history = [{"role": "system", "content": "You summarize."}, *long_history(280)]
     # A 6,000-token call takes minutes on one slow CPU thread: a generous timeout.
     async with summarizer(real_model, on_truncated="accept", max_retries=0, timeout=900) as model:
         unbounded = SummarizeCompressor(model, max_summary_tokens=64, max_input_tokens=None)
@@ -82,12 +82,14 @@ async def test_a_history_longer_than_the_context_is_folded_in_bounded_calls(
         assert unbounded.stats.summarizer_calls == 1
 
         store = MemoryStore()
-        bounded = SummarizeCompressor(model, store, max_summary_tokens=64)
+        # Chunks of 3,000 tokens: what fits a 4,096-token model, and quicker on a slow CPU
+        # than the default 6,000 (a long prompt is slower per token).
+        bounded = SummarizeCompressor(model, store, max_summary_tokens=64, max_input_tokens=3000)
         result = await bounded.compress_detailed(history, thread_id="long")
     assert result.outcome == "summarized"
     stats = bounded.stats
     assert stats.catch_up_steps >= 2
     assert stats.summarizer_calls == stats.catch_up_steps + 1 + stats.condensed_over_budget
-    assert stats.summarizer_input_tokens <= 6000 * stats.summarizer_calls
+    assert stats.summarizer_input_tokens <= 3000 * stats.summarizer_calls
     _, entries = await cached_ranges(store, "long")
     assert len(entries) == stats.catch_up_steps + 1  # every step cached as it was made
