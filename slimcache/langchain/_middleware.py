@@ -126,9 +126,9 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             see ``on_summarizer_error``).
         max_tokens_kwarg: When ``model`` is a chat model or a model string, the keyword that
             passes ``max_summary_tokens`` to each summarizing call as the reply's limit
-            (``"max_tokens"``; ``"extra_body.max_tokens"`` for ``ChatOpenAI`` on llama.cpp's
-            servers); see :class:`~slimcache.langchain.LangChainSummarizer`. By default the
-            model's own ``max_tokens`` applies.
+            (``"max_tokens"``; ``"extra_body.max_tokens"`` for ``ChatOpenAI`` on servers that
+            read only ``max_tokens``); see :class:`~slimcache.langchain.LangChainSummarizer`.
+            By default the model's own ``max_tokens`` applies.
 
     A fraction is of the context window in the profile of the agent's model
     (``model.profile["max_input_tokens"]``), else of ``model``'s, read at the first call.

@@ -133,8 +133,9 @@ class LangChainSummarizer:
             passed to ``ainvoke`` under this keyword, which most chat models forward to their
             API. ``"extra_body.max_tokens"`` puts it in the request body as ``max_tokens``
             (merged with the model's own ``extra_body``): ``ChatOpenAI`` sends its
-            ``max_tokens`` as ``max_completion_tokens``, which llama.cpp's servers ignore, so
-            this is how to bound the reply there. By default only the prompt states the
+            ``max_tokens`` as ``max_completion_tokens``, which servers that read only
+            ``max_tokens`` ignore (llama-cpp-python's, Ollama, LM Studio), so this is how to
+            bound the reply there. By default only the prompt states the
             budget, and the reply is bounded by the model's own ``max_tokens``, if any.
         on_truncated: When the reply is cut at the budget (the model's own ``max_tokens``, or
             the one passed through ``max_tokens_kwarg``), the request is made once more asking

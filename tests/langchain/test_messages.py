@@ -541,8 +541,9 @@ def test_langchain_summarizer_rejects_a_bad_on_truncated() -> None:
 
 
 async def test_langchain_budget_sent_as_max_tokens_in_the_body(llm_server: LLMServer) -> None:
-    # ChatOpenAI sends max_tokens as max_completion_tokens, which llama.cpp's servers ignore:
-    # "extra_body.max_tokens" puts the budget in the body as max_tokens, beside the model's own.
+    # ChatOpenAI sends max_tokens as max_completion_tokens, which servers reading only max_tokens
+    # ignore: "extra_body.max_tokens" puts the budget in the body as max_tokens, beside the
+    # model's own extra_body.
     llm_server.text = shorter_when_asked
     model = chat_openai(llm_server, extra_body={"top_k": 5})
     summarizer = LangChainSummarizer(model, max_tokens_kwarg="extra_body.max_tokens")

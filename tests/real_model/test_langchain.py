@@ -32,7 +32,7 @@ def chat_model(model: RealModel) -> ChatOpenAI:
 
 
 async def test_the_summarizer_bounds_the_reply_through_the_body(real_model: RealModel) -> None:
-    # ChatOpenAI sends max_tokens as max_completion_tokens, which llama.cpp's servers ignore;
+    # ChatOpenAI sends max_tokens as max_completion_tokens, which llama-cpp-python's server ignores;
     # the budget in the body as max_tokens is what bounds (and cuts) the reply there.
     summarizer = LangChainSummarizer(
         chat_model(real_model), max_tokens_kwarg="extra_body.max_tokens", on_truncated="accept"

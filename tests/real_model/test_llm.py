@@ -70,6 +70,7 @@ async def test_a_reply_cut_at_the_budget(real_model: RealModel, on_truncated: st
     assert stats.truncated_accepted == (on_truncated == "accept")
 
 
+@pytest.mark.timeout(1800)  # some 12,000 prompt tokens: minutes on one slow CPU thread
 async def test_a_history_longer_than_the_context_is_folded_in_bounded_calls(
     real_model: RealModel,
 ) -> None:
