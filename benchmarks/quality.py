@@ -371,10 +371,11 @@ async def main(args: argparse.Namespace) -> None:
     """Plant the facts, replay each method, print the table."""
     settings = Settings(args.threshold, args.keep, args.summary_tokens)
     dataset = load_chitchat()
+    longest = args.max_messages or len(max(dataset.conversations, key=lambda c: c.turns).messages)
+    fitting = [c for c in dataset.conversations if len(c.messages) <= longest]
     pool = select_conversations(
-        dataset.conversations, count=4 * args.conversations, min_messages=args.min_messages,
-        seed=args.seed,
-    )  # fmt: skip
+        fitting, count=4 * args.conversations, min_messages=args.min_messages, seed=args.seed
+    )
     cases = [c for c in (planted(conv, args.seed) for conv in pool) if c is not None]
     cases = cases[: args.conversations]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -418,6 +419,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", type=int, default=10)
     parser.add_argument("--summary-tokens", type=int, default=150)
     parser.add_argument("--min-messages", type=int, default=60)
+    parser.add_argument(
+        "--max-messages", type=int, default=0, help="longest conversation taken (0: any)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--show", action="store_true", help="print the first conversation's summaries"
