@@ -29,6 +29,7 @@ from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.core.truncation import OnTruncated, check_on_truncated
+from slimcache.frameworks.compression import OnSummarizerError
 from slimcache.langchain._convert import from_langchain
 from slimcache.langchain._sizes import (
     ContextSize,
@@ -48,8 +49,6 @@ logger = logging.getLogger("slimcache")
 
 Placement = Literal["system", "human"]
 
-OnSummarizerError = Literal["previous", "uncompressed", "raise"]
-"""What the middleware does when the summarizer fails (see the class)."""
 
 # Validates the settings of a middleware whose context size is known only at its first call.
 _PROBE_CONTEXT_SIZE = 1_000_000
@@ -108,7 +107,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             one left alone expires ``ttl`` seconds after its last write or refresh.
         on_summarizer_error: When the summarizer fails (an HTTP error, a timeout, a reply cut
             twice under ``on_truncated="raise"``), the agent keeps running by default:
-            ``"previous"`` (default) sends the model the newest cached summary that still
+            ``"degrade"`` (default) sends the model the newest cached summary that still
             matches the history and the messages after it (the messages as they are when
             nothing is cached), with a warning logged, and the next call tries again;
             ``"uncompressed"`` sends the messages as they are; ``"raise"`` raises
@@ -152,7 +151,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         summary_placement: Placement = "system",
         namespace: str = "",
         ttl: float | None = None,
-        on_summarizer_error: OnSummarizerError = "previous",
+        on_summarizer_error: OnSummarizerError = "degrade",
         on_store_error: Literal["raise", "bypass"] = "raise",
         on_truncated: OnTruncated = "accept",
         on_over_budget: OnOverBudget = "cut",
@@ -163,9 +162,9 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             raise ConfigurationError(
                 f'summary_placement must be "system" or "human", got {summary_placement!r}'
             )
-        if on_summarizer_error not in ("previous", "uncompressed", "raise"):
+        if on_summarizer_error not in ("degrade", "uncompressed", "raise"):
             raise ConfigurationError(
-                'on_summarizer_error must be "previous", "uncompressed" or "raise", '
+                "on_summarizer_error must be 'degrade', 'uncompressed' or 'raise', "
                 f"got {on_summarizer_error!r}"
             )
         self._chat_model = _chat_model(model)
@@ -175,7 +174,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             check_on_truncated(on_truncated),
             check_max_tokens_kwarg(max_tokens_kwarg),
         )
-        self._serve_previous = on_summarizer_error == "previous"
+        self._degrade = on_summarizer_error == "degrade"
         self._trigger_spec = trigger
         self._keep_spec = keep
         self._placement: Placement = summary_placement
@@ -186,8 +185,8 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             "summary_template": summary_template,
             "namespace": namespace,
             "ttl": ttl,
-            # "previous" is the middleware's own: its compressor raises, and it serves the rest.
-            "on_summarizer_error": "raise" if self._serve_previous else on_summarizer_error,
+            # "degrade" is the middleware's own: its compressor raises, and it serves the rest.
+            "on_summarizer_error": "raise" if self._degrade else on_summarizer_error,
             "on_store_error": on_store_error,
             "on_over_budget": on_over_budget,
         }
@@ -218,7 +217,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
     def stats(self) -> Stats:
         """The compressor's counters: requests, cache hits, summarizer calls, tokens saved.
 
-        What was served after a summarizer failure (``on_summarizer_error="previous"``) is
+        What was served after a summarizer failure (``on_summarizer_error="degrade"``) is
         counted in, its requests once.
         """
         compressor, fallback = self._compressor, self._fallback
@@ -286,12 +285,12 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         messages: list[dict[str, Any]],
         thread_id: str | None,
     ) -> CompressionResult:
-        """Compress; on a summarizer failure, serve what the cache has (``"previous"``)."""
+        """Compress; on a summarizer failure, serve what the cache has (``"degrade"``)."""
         compressor, fallback = pair
         try:
             return await compressor.compress_detailed(messages, thread_id=thread_id)
         except SummarizerError as exc:
-            if not self._serve_previous:
+            if not self._degrade:
                 raise
             logger.warning(
                 "CachedSummarizationMiddleware: the summarizer failed, so the model gets the "

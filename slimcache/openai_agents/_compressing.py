@@ -12,7 +12,7 @@ from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.frameworks.compression import AgentCompression, OnSummarizerError, summarized
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec, needs_context_size
 from slimcache.messages import TokenCounter, approx_tokens
@@ -45,6 +45,7 @@ class ItemCompression:
         context_window: int | None = None,
         on_summarizer_error: OnSummarizerError = "degrade",
         on_store_error: Literal["raise", "bypass"] = "raise",
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         if summary_placement not in ("system", "user"):
             raise ConfigurationError(
@@ -78,6 +79,7 @@ class ItemCompression:
                 "namespace": namespace,
                 "ttl": ttl,
                 "on_store_error": on_store_error,
+                "on_over_budget": on_over_budget,
             },
         )
         self.placement: Placement = summary_placement

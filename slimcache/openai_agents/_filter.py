@@ -12,7 +12,7 @@ from agents.run_config import CallModelData, ModelInputData
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.frameworks.compression import OnSummarizerError
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec
 from slimcache.messages import TokenCounter, approx_tokens
@@ -66,6 +66,10 @@ class CachedSummarizationFilter:
             the last cached summary and the items since (every item when none is cached), with
             a warning; ``"uncompressed"``: every item; ``"raise"``.
         on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
+        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call is
+            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
+            ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``; see
+            ``on_summarizer_error``).
 
     A message count counts the messages as slimcache sees them: one per user, system or
     developer message and per tool output, and one per model turn (its messages, calls and
@@ -94,6 +98,7 @@ class CachedSummarizationFilter:
         context_window: int | None = None,
         on_summarizer_error: OnSummarizerError = "degrade",
         on_store_error: Literal["raise", "bypass"] = "raise",
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
             raise ConfigurationError(
@@ -114,6 +119,7 @@ class CachedSummarizationFilter:
             context_window=context_window,
             on_summarizer_error=on_summarizer_error,
             on_store_error=on_store_error,
+            on_over_budget=on_over_budget,
         )
         self._thread_id = thread_id
         self._warned_no_thread = False

@@ -151,7 +151,7 @@ def test_cut_replies_refused_serve_the_previous_summary() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"on_summarizer_error": "skip"}, 'on_summarizer_error must be "previous", "uncompressed"'),
+        ({"on_summarizer_error": "skip"}, "on_summarizer_error must be 'degrade', 'uncompressed'"),
         ({"on_truncated": "keep"}, "on_truncated must be 'raise' or 'accept', got 'keep'"),
         ({"max_tokens_kwarg": "a.b.c"}, "max_tokens_kwarg must be a keyword"),
     ],
