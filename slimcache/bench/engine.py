@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from slimcache._exceptions import ConfigurationError
+from slimcache._exceptions import ConfigurationError, SlimcacheError
 from slimcache.bench.datasets import BenchConversation, Dataset, request_lengths
 from slimcache.bench.results import BenchReport, BenchSettings, ModeResult
 from slimcache.bench.summarizers import BenchSummarizer, MeteredSummarizer
@@ -146,16 +146,20 @@ async def _replay_shared(
     on_result: Callable[[int, tuple[int, int] | None], None] | None = None,
 ) -> None:
     """Replay on one long-lived compressor (naive: no thread ids; memory: with them)."""
-    for position, conversation in enumerate(conversations):
-        thread_id = thread_ids[position] if thread_ids is not None else None
-        for request in _requests(conversation):
-            before = compressor.stats.summarizer_input_tokens
-            result = await compressor.compress_detailed(request, thread_id=thread_id)
-            mode.per_request_input_tokens.append(compressor.stats.summarizer_input_tokens - before)
-            if on_result is not None:
-                on_result(position, result.summary_range)
-            progress.advance()
-    mode.add_stats(compressor.stats)
+    try:
+        for position, conversation in enumerate(conversations):
+            thread_id = thread_ids[position] if thread_ids is not None else None
+            for request in _requests(conversation):
+                before = compressor.stats.summarizer_input_tokens
+                result = await compressor.compress_detailed(request, thread_id=thread_id)
+                after = compressor.stats.summarizer_input_tokens
+                mode.per_request_input_tokens.append(after - before)
+                if on_result is not None:
+                    on_result(position, result.summary_range)
+                mode.replayed += 1
+                progress.advance()
+    finally:  # what a mode that stops on a failure did so far counts too
+        mode.add_stats(compressor.stats)
 
 
 async def _timed_get(store: Store, key: str) -> tuple[float, str | None]:
@@ -195,31 +199,40 @@ async def _replay_stateless(
     hits: list[float] = []
     gets: list[float] = []
     aside = 0.0
-    for position, (conversation, thread_id) in enumerate(
-        zip(conversations, thread_ids, strict=True)
-    ):
-        keys = ThreadKeys(thread_id)
-        for number, request in enumerate(_requests(conversation)):
-            compressor = settings.compressor(summarizer, store, name)
-            get_first = time_hits and number % 2 == 1
-            get_seconds, raw = await _timed_get(store.inner, keys.index) if get_first else (0, None)
-            started = time.perf_counter()
-            result = await compressor.compress_detailed(request, thread_id=thread_id)
-            elapsed = time.perf_counter() - started
-            stats = compressor.stats
-            if time_hits and result.outcome == "hit":
-                if not get_first:
-                    get_seconds, raw = await _timed_get(store.inner, keys.index)
-                hits.append(elapsed)
-                gets.append(get_seconds)
-                newest = _newest(raw, keys.encoded, result.summary_range)
-                mode.add_hit(newest=newest, round_trips=stats.store_round_trips)
-            aside += get_seconds
-            on_result(position, result.summary_range)
-            mode.per_request_input_tokens.append(stats.summarizer_input_tokens)
-            mode.add_stats(stats)
-            progress.advance()
-    _latency(mode, store.take_samples())
+    try:
+        for position, (conversation, thread_id) in enumerate(
+            zip(conversations, thread_ids, strict=True)
+        ):
+            keys = ThreadKeys(thread_id)
+            for number, request in enumerate(_requests(conversation)):
+                compressor = settings.compressor(summarizer, store, name)
+                get_first = time_hits and number % 2 == 1
+                get_seconds, raw = (
+                    await _timed_get(store.inner, keys.index) if get_first else (0, None)
+                )
+                started = time.perf_counter()
+                try:
+                    result = await compressor.compress_detailed(request, thread_id=thread_id)
+                except BaseException:
+                    mode.add_stats(compressor.stats)  # the calls of the failed request count
+                    raise
+                elapsed = time.perf_counter() - started
+                stats = compressor.stats
+                if time_hits and result.outcome == "hit":
+                    if not get_first:
+                        get_seconds, raw = await _timed_get(store.inner, keys.index)
+                    hits.append(elapsed)
+                    gets.append(get_seconds)
+                    newest = _newest(raw, keys.encoded, result.summary_range)
+                    mode.add_hit(newest=newest, round_trips=stats.store_round_trips)
+                aside += get_seconds
+                on_result(position, result.summary_range)
+                mode.per_request_input_tokens.append(stats.summarizer_input_tokens)
+                mode.add_stats(stats)
+                mode.replayed += 1
+                progress.advance()
+    finally:
+        _latency(mode, store.take_samples())
     if hits:
         mode.hit_median_ms = statistics.median(hits) * 1000
         mode.index_get_median_ms = statistics.median(gets) * 1000
@@ -252,17 +265,26 @@ class _Replay:
     # but naive (which summarizes up to a different boundary).
     evicted_end: dict[int, int] = field(default_factory=dict)
 
-    async def run(self, key: str, label: str, body: _ModeBody) -> None:
-        """Replay one mode through ``body``, timing it and counting its message tokens."""
+    async def run(self, key: str, label: str, body: _ModeBody) -> ModeResult:
+        """Replay one mode through ``body``, timing it and counting its message tokens.
+
+        A store or summarizer failure stops the mode: what it did so far is kept, with the
+        failure in :attr:`ModeResult.failure`.
+        """
         mode = ModeResult(key=key, label=label, requests=self.total)
         self.sink.start(label, self.total)
         started = time.perf_counter()
         metered = MeteredSummarizer(self.summarizer)
-        aside = await body(mode, metered)  # seconds of extra reads, not part of the replay
+        aside: float | None = None
+        try:
+            aside = await body(mode, metered)  # seconds of extra reads, not part of the replay
+        except SlimcacheError as exc:
+            mode.failure = f"{type(exc).__name__}: {exc}"
         mode.wall_seconds = time.perf_counter() - started - (aside or 0.0)
         mode.message_tokens = metered.message_tokens
         mode.add_call_times(metered.call_seconds)
         self.modes[key] = mode
+        return mode
 
     async def naive(self, mode: ModeResult, metered: MeteredSummarizer) -> None:
         """One long-lived compressor with no thread ids: nothing is ever cached."""
@@ -312,7 +334,8 @@ class _Replay:
         }
         for key in modes:
             label, body = bodies[key]
-            await self.run(key, label, body)
+            if (await self.run(key, label, body)).failure is not None:
+                return  # the modes after it would replay on what it left half done
 
     def floor_tokens(self) -> int:
         """Tokens of every message that ever left the window, each counted once."""
@@ -337,6 +360,10 @@ async def run_bench(
 ) -> BenchReport:
     """Replay ``conversations`` under every mode (or the ``modes`` given) and collect the figures.
 
+    A mode the store or the summarizer fails stops the run there: the report holds the modes
+    run so far and what the failed one measured before it stopped, and
+    :attr:`BenchReport.failed` names it.
+
     Args:
         dataset: Where the conversations come from (names the threads).
         conversations: The conversations to replay.
@@ -351,8 +378,7 @@ async def run_bench(
 
     Raises:
         ConfigurationError: No conversation has a request to replay, or an unknown mode.
-        SummarizerError: The summarizer failed.
-        StoreError: The store failed.
+        StoreError: The store failed before the replay (reading which threads it holds).
     """
     settings = settings or BenchSettings()
     chosen = check_modes(modes)

@@ -97,6 +97,8 @@ def _table(report: BenchReport) -> Table:
             header = f"{header}\n{_store_state(report)}"
         elif mode.key == "second_pass":
             header = f"{header}\nsame threads again"
+        if mode.failure is not None:
+            header = f"{header}\nFAILED after {mode.replayed:,}/{mode.requests:,}"
         table.add_column(header, justify="right")
 
     def row(name: str, values: list[str]) -> None:
@@ -129,9 +131,19 @@ def _table(report: BenchReport) -> Table:
     row("summarizer call median", [_call_latency(m) for m in modes])
     if any(m.truncated_replies or m.shorter_retries for m in modes):
         row(
-            "cut replies / shorter retries",
-            [f"{m.truncated_replies:,} / {m.shorter_retries:,}" for m in modes],
+            "cut replies / shorter retries / kept cut",
+            [
+                f"{m.truncated_replies:,} / {m.shorter_retries:,} / {m.truncated_accepted:,}"
+                for m in modes
+            ],
         )
+    if any(m.condensed_over_budget for m in modes):
+        row(
+            "over budget: condensed / cut",
+            [f"{m.condensed_over_budget:,} / {m.cut_over_budget:,}" for m in modes],
+        )
+    if any(m.summarizer_errors for m in modes):
+        row("summarizer errors", [_number(m.summarizer_errors) for m in modes])
     row("wall time", [f"{m.wall_seconds:.2f} s" for m in modes])
     return table
 
@@ -167,6 +179,12 @@ def _notes(report: BenchReport) -> list[str]:
         lines.extend(_round_trips_note(second))
         lines.extend(_call_note(report, second.hit_median_ms))
     lines.append("Cost counts summarizer input tokens only.")
+    failed = report.failed
+    if failed is not None:
+        lines.append(
+            f"Stopped: {failed.label} failed after {failed.replayed:,} of {failed.requests:,} "
+            f"requests ({failed.failure}); the figures above are what ran until then."
+        )
     return lines
 
 

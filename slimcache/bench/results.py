@@ -12,7 +12,9 @@ from slimcache.bench.summarizers import MeteredSummarizer
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import KeepMessages, MessageThreshold
 from slimcache.core.results import Stats
+from slimcache.core.settings.checks import check_choice
 from slimcache.core.strategies import STRATEGY_NAMES, StrategyName
+from slimcache.core.summarizer import OnOverBudget
 from slimcache.stores.protocol import Store
 
 __all__ = ["DEFAULT_PRICE_PER_MTOK", "BenchReport", "BenchSettings", "ModeResult"]
@@ -37,6 +39,8 @@ class BenchSettings:
         summary_tokens: Token budget handed to the summarizer.
         checkpoints: Ranges each thread's index lists (``None``: the compressor's default).
         price_per_mtok: Dollars per million summarizer input tokens, for the cost estimate.
+        on_over_budget: A summary still over ``summary_tokens`` after the condense call is
+            ``"cut"`` to it (counted) or makes the mode fail (``"raise"``).
 
     Raises:
         ConfigurationError: Naming the first invalid field.
@@ -48,6 +52,7 @@ class BenchSettings:
     summary_tokens: int = 400
     checkpoints: int | None = None
     price_per_mtok: float = DEFAULT_PRICE_PER_MTOK
+    on_over_budget: OnOverBudget = "cut"
 
     def __post_init__(self) -> None:
         _positive("threshold", self.threshold)
@@ -55,6 +60,7 @@ class BenchSettings:
         _positive("summary_tokens", self.summary_tokens)
         if self.checkpoints is not None:
             _positive("checkpoints", self.checkpoints)
+        check_choice("on_over_budget", self.on_over_budget, ("cut", "raise"))
         if self.keep >= self.threshold:
             raise ConfigurationError(
                 f"keep ({self.keep}) must be below threshold ({self.threshold})"
@@ -81,6 +87,7 @@ class BenchSettings:
             strategy=self.strategy,
             max_summary_tokens=self.summary_tokens,
             summarizer_id=name,
+            on_over_budget=self.on_over_budget,
             **options,
         )
 
@@ -126,7 +133,15 @@ class ModeResult:
         truncated_replies: Replies the model cut at the summary's budget (see
             :class:`~slimcache.Stats`).
         shorter_retries: Requests made again, asking for a shorter summary, after a cut reply.
+        truncated_accepted: Cut summaries kept (``--on-truncated accept``).
+        condensed_over_budget: Summaries over the budget, condensed by one more call.
+        cut_over_budget: Of those, summaries still over it, cut to it
+            (``--on-over-budget cut``).
+        summarizer_errors: Requests whose summarizer call failed.
         wall_seconds: Time the mode took.
+        replayed: Requests replayed; below ``requests`` when the mode stopped on a failure.
+        failure: Why the mode stopped (``"SummarizerError: ..."``), or ``None`` when it
+            replayed every request.
         per_request_input_tokens: Summarizer input tokens of each request, in replay order.
     """
 
@@ -159,7 +174,13 @@ class ModeResult:
     call_samples: int = 0
     truncated_replies: int = 0
     shorter_retries: int = 0
+    truncated_accepted: int = 0
+    condensed_over_budget: int = 0
+    cut_over_budget: int = 0
+    summarizer_errors: int = 0
     wall_seconds: float = 0.0
+    replayed: int = 0
+    failure: str | None = None
     per_request_input_tokens: list[int] = field(default_factory=list)
 
     @property
@@ -187,6 +208,10 @@ class ModeResult:
         self.store_batches += stats.store_batches
         self.truncated_replies += stats.truncated_replies
         self.shorter_retries += stats.shorter_retries
+        self.truncated_accepted += stats.truncated_accepted
+        self.condensed_over_budget += stats.condensed_over_budget
+        self.cut_over_budget += stats.cut_over_budget
+        self.summarizer_errors += stats.summarizer_errors
 
     def add_hit(self, *, newest: bool, round_trips: int) -> None:
         """Count one timed hit, on the newest history of its thread or on an older one."""
@@ -244,6 +269,11 @@ class BenchReport:
         """Requests per mode."""
         return sum(self.requests_per_conversation)
 
+    @property
+    def failed(self) -> ModeResult | None:
+        """The mode that stopped on a failure (the last that ran), or ``None``."""
+        return next((m for m in self.modes.values() if m.failure is not None), None)
+
     def ratio(self, key: str, what: str) -> float | None:
         """``what`` (``summarizer_calls`` or ``input_tokens``) of mode ``key`` over naive's."""
         naive = self.modes.get("naive")
@@ -278,6 +308,7 @@ class BenchReport:
             "messages": self.messages,
             "store_warm_threads": self.warm_threads,
             "floor_tokens": self.floor_tokens,
+            "failed_mode": None if (failed := self.failed) is None else failed.key,
             "modes": modes,
             "threads": [
                 {"conversation": c, "thread_id": t, "requests": n}

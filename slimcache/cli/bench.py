@@ -45,6 +45,8 @@ from slimcache.cli.summarizers import (
     make_summarizer,
 )
 from slimcache.core.strategies import StrategyName
+from slimcache.core.summarizer import OnOverBudget
+from slimcache.core.truncation import check_on_truncated
 from slimcache.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from slimcache.stores.protocol import Store
 
@@ -103,6 +105,22 @@ MaxRetriesOption = Annotated[
     int,
     typer.Option(
         min=0, metavar="N", help="Retries of a failed request to a real model (429, 5xx, timeouts)."
+    ),
+]
+OnTruncatedOption = Annotated[
+    str,
+    typer.Option(
+        metavar="accept|raise",
+        help="A reply of a real model cut at --summary-tokens even when asked for a shorter "
+        "one: 'accept' keeps it (counted in the table), 'raise' stops the mode there.",
+    ),
+]
+OnOverBudgetOption = Annotated[
+    str,
+    typer.Option(
+        metavar="cut|raise",
+        help="A summary still over --summary-tokens after the condense call: 'cut' keeps it "
+        "cut to the budget (counted in the table), 'raise' stops the mode there.",
     ),
 ]
 PriceOption = Annotated[
@@ -177,6 +195,8 @@ def bench(
     temperature: TemperatureOption = 0.0,
     timeout: TimeoutOption = DEFAULT_TIMEOUT,
     max_retries: MaxRetriesOption = DEFAULT_MAX_RETRIES,
+    on_truncated: OnTruncatedOption = "accept",
+    on_over_budget: OnOverBudgetOption = "cut",
 ) -> None:
     """Replay conversations as a stateless chat server would, with and without the cache."""
     try:
@@ -188,10 +208,13 @@ def bench(
                 summary_tokens=summary_tokens,
                 checkpoints=checkpoints,
                 price_per_mtok=price_per_mtok,
+                on_over_budget=cast("OnOverBudget", on_over_budget),  # checked there
             )
             chosen_modes = parse_modes(modes)
             # A missing key or SDK fails here, before the dataset or the store is touched.
-            options = ModelOptions(temperature, timeout, max_retries)
+            options = ModelOptions(
+                temperature, timeout, max_retries, check_on_truncated(on_truncated)
+            )
             chosen_summarizer = make_summarizer(summarizer, options)
         except ConfigurationError as exc:
             raise CommandError(str(exc), USAGE_ERROR) from None
@@ -203,6 +226,9 @@ def bench(
         fail(error)
     print_report(report, stdout_console())
     _write_outputs(report, json_out, plot)
+    failed = report.failed
+    if failed is not None:  # what ran until then is printed and written above
+        fail(CommandError(f"mode {failed.label} failed: {failed.failure}", RUN_ERROR))
 
 
 def parse_modes(spec: str) -> tuple[str, ...]:

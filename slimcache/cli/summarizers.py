@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
 from slimcache.bench.summarizers import OfflineSummarizer
+from slimcache.core.truncation import OnTruncated
 from slimcache.llm import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
@@ -49,11 +50,15 @@ class ModelOptions:
         temperature: Sent with every request (``None``: the server's default).
         timeout: Seconds one attempt may take.
         max_retries: Retries of a transient failure (429, 5xx, a dropped connection, a timeout).
+        on_truncated: What a reply cut at the budget twice does: ``"accept"`` (the default
+            here: the replay goes on, and the table counts the cut summaries kept) or
+            ``"raise"`` (the mode stops there).
     """
 
     temperature: float | None = 0.0
     timeout: float = DEFAULT_TIMEOUT
     max_retries: int = DEFAULT_MAX_RETRIES
+    on_truncated: OnTruncated = "accept"
 
 
 def make_summarizer(spec: str, options: ModelOptions | None = None) -> BenchModelSummarizer:
@@ -82,6 +87,7 @@ def make_summarizer(spec: str, options: ModelOptions | None = None) -> BenchMode
                 max_retries=options.max_retries,
                 timeout=options.timeout,
                 temperature=options.temperature,
+                on_truncated=options.on_truncated,
             )
         if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
             raise ConfigurationError(
@@ -89,7 +95,11 @@ def make_summarizer(spec: str, options: ModelOptions | None = None) -> BenchMode
             )
         extra = None if options.temperature is None else {"temperature": options.temperature}
         return AnthropicSummarizer(
-            model, max_retries=options.max_retries, timeout=options.timeout, extra_body=extra
+            model,
+            max_retries=options.max_retries,
+            timeout=options.timeout,
+            extra_body=extra,
+            on_truncated=options.on_truncated,
         )
     except MissingExtraError:
         raise MissingExtraError(

@@ -91,8 +91,8 @@ class SummarizeCompressor:
             :class:`Strategy`, or the shortcut names ``"extend"``, ``"concat"``, ``"hybrid"`` and
             ``"replace"``.
         max_summary_tokens (int): Token budget of a summary: given to the summarizer, and enforced
-            (a summary over 1.25 times the budget is condensed once, then refused with
-            :class:`SummarizerError`).
+            (a summary over 1.25 times the budget is condensed once, then cut to it; see
+            ``on_over_budget``).
         max_input_tokens (InputBoundSetting): Tokens one summarizer call may receive: the prompt,
             the previous summary and the messages, as ``token_counter`` counts them (plus
             ``message_overhead`` per message). More messages than that are folded in consecutive
@@ -125,6 +125,10 @@ class SummarizeCompressor:
             the store is left untouched.
         on_store_error (Literal['raise', 'bypass']): ``"raise"`` the :class:`StoreError` (default)
             or ``"bypass"`` the cache and compress without it.
+        on_over_budget (OnOverBudget): A summary still over the budget after the condense call:
+            ``"cut"`` (default) keeps it cut to the budget at a sentence or word boundary, with a
+            warning logged and ``stats.cut_over_budget`` counting it; ``"raise"`` raises
+            :class:`SummarizerError` (nothing is stored).
         summarizer_id (str | None): Name recorded in cached entries, a non-empty string (default:
             the function's qualified name). Change it (say, to the model's name) to stop using
             summaries made before.

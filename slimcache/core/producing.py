@@ -7,6 +7,7 @@ input needs, counts what each sent, and builds the entry the new summary is cach
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from slimcache.core import recorder as reporting
 from slimcache.core.input_bound import InputBound, Step
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
+    OnOverBudget,
     Prompts,
     Summarizer,
     SummaryContext,
@@ -59,6 +61,8 @@ class SummaryProducer:
         timeout: Seconds a summarizer call may take (``None``: unbounded).
         emit: Calls a hook by name.
         bound: What one summarizer call may receive.
+        on_over_budget: What a summary still over ``max_tokens`` after the condense call
+            becomes (see :func:`~slimcache.core.summarizer.keep_within_budget`).
     """
 
     summarizer: Summarizer
@@ -71,6 +75,7 @@ class SummaryProducer:
     timeout: float | None
     emit: Emit
     bound: InputBound
+    on_over_budget: OnOverBudget = "cut"
 
     async def produce(
         self,
@@ -115,17 +120,18 @@ class SummaryProducer:
             )
             if task == "condense":
                 return summary
-            # A summary over its budget is condensed once, or refused (see keep_within_budget).
+            # A summary over its budget is condensed once, then cut (see keep_within_budget).
             covers = step.first if task == "summarize" else start
 
             async def condense(text: str) -> str:
                 return await self.call(work, "condense", [], text, covers, step.end)
 
-            summary, condensed = await keep_within_budget(
-                summary, self.max_tokens, self.count, condense
+            kept = await keep_within_budget(
+                summary, self.max_tokens, self.count, condense, on_over_budget=self.on_over_budget
             )
-            work.stats.condensed_over_budget += condensed
-            return summary
+            work.stats.condensed_over_budget += kept.condensed
+            work.stats.cut_over_budget += kept.cut
+            return kept.summary
 
         summary = await self.strategy.combine(
             step.previous,
@@ -175,6 +181,14 @@ class SummaryProducer:
             call = reporting.recorder.summarize(work.thread_id, task, sent, call, self.count)
         try:
             summary = await call
+        except asyncio.CancelledError:
+            # Cancelled before any reply (the caller went away): counted apart, not as a call
+            # made. A call that timed out under summarizer_timeout raised SummarizerError.
+            work.stats.summarizer_calls -= 1
+            work.stats.summarizer_input_tokens -= sent
+            work.stats.cancelled_calls += 1
+            work.stats.cancelled_input_tokens += sent
+            raise
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
             work.stats.add_report(context.report)

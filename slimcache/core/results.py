@@ -27,7 +27,8 @@ class Stats:
 
     Attributes:
         requests: ``compress`` calls.
-        summarizer_calls: Calls made to the summarizer.
+        summarizer_calls: Calls made to the summarizer (those cancelled before they returned
+            are in ``cancelled_calls`` instead).
         summarizer_input_tokens: Tokens sent to the summarizer (prompt, previous summary, messages).
         summarizer_output_tokens: Tokens of the summaries it returned.
         naive_input_tokens: Tokens a compressor that re-summarizes everything outside the window
@@ -59,6 +60,13 @@ class Stats:
         truncated_accepted: Cut summaries kept anyway (``on_truncated="accept"``).
         condensed_over_budget: Summaries that came back over ``max_summary_tokens`` (by more
             than a quarter) and were condensed by one more call.
+        cut_over_budget: Of those, summaries still over the budget after the condense call,
+            cut to it at a sentence or word boundary (``on_over_budget="cut"``).
+        cancelled_calls: Summarizer calls cancelled before they returned (the request was
+            cancelled: a client that went away, a worker shut down). Not in
+            ``summarizer_calls``.
+        cancelled_input_tokens: Tokens those calls were to be sent (or were sent, if the
+            request had gone out). Not in ``summarizer_input_tokens``.
         stale_served: Requests answered with the summary the store had (or none) and every
             later message, while the summary is extended in the background
             (``refresh="background"``).
@@ -112,6 +120,9 @@ class Stats:
     background_failed: int = 0
     background_cancelled: int = 0
     background_dropped: int = 0
+    cut_over_budget: int = 0
+    cancelled_calls: int = 0
+    cancelled_input_tokens: int = 0
 
     def __copy__(self) -> Stats:
         # A snapshot is taken after every request in some servers: copy the counters as they

@@ -7,11 +7,13 @@ import contextvars
 import functools
 import hashlib
 import inspect
+import logging
+import re
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal, NamedTuple, Union
 
 from slimcache._exceptions import SummarizerError
 from slimcache.messages import Message, TokenCounter, count_message_tokens, render_transcript
@@ -21,16 +23,21 @@ __all__ = [
     "DEFAULT_CONDENSE_PROMPT",
     "DEFAULT_EXTEND_PROMPT",
     "DEFAULT_SUMMARIZE_PROMPT",
+    "Kept",
+    "OnOverBudget",
     "Prompts",
     "Summarizer",
     "SummarizerReport",
     "SummaryContext",
     "call_summarizer",
+    "cut_to_budget",
     "input_tokens",
     "keep_within_budget",
     "run_summarizer",
     "summarizer_name",
 ]
+
+logger = logging.getLogger("slimcache")
 
 # Sync summarizers run on their own bounded pool, apart from asyncio's default executor (which
 # store drivers use): a summarizer that hangs past its timeout ties up one of these threads,
@@ -256,32 +263,109 @@ token counter, before it counts as over the budget: room for a model whose token
 the same text differently."""
 
 
+OnOverBudget = Literal["cut", "raise"]
+"""What a summary still over its budget after the condense call becomes: ``"cut"`` to the
+budget at a sentence or word boundary (counted and logged), or ``"raise"``
+:class:`~slimcache.SummarizerError`."""
+
+
+class Kept(NamedTuple):
+    """What :func:`keep_within_budget` made of a summary.
+
+    Attributes:
+        summary: The summary to keep.
+        condensed: Whether it came back over the budget and one more call condensed it.
+        cut: Whether the condensed summary was still over the budget and was cut to it.
+    """
+
+    summary: str
+    condensed: bool
+    cut: bool
+
+
+# Where a sentence ends: after ., ! or ? followed by a space or the end, or at a line break.
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_WORD_END = re.compile(r"\S(?=\s)")
+
+
+def _longest_fitting(
+    text: str, ends: Sequence[int], budget: int, count: Callable[[str], int]
+) -> int | None:
+    """The largest of ``ends`` (ascending) whose prefix of ``text`` fits ``budget``, if any.
+
+    A prefix counts no more than a longer one, so the search halves the candidates.
+    """
+    low, high, best = 0, len(ends) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        if count(text[: ends[middle]].rstrip()) <= budget:
+            best, low = ends[middle], middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def cut_to_budget(text: str, budget: int, count: Callable[[str], int]) -> str:
+    """``text`` cut to at most ``budget`` tokens (as ``count`` counts them) at a boundary.
+
+    The cut falls after the last whole sentence that fits, unless that keeps less than half
+    the budget: then after the last whole word that fits. A first word longer than the budget
+    is cut where the budget ends.
+    """
+    text = text.strip()
+    if count(text) <= budget:
+        return text
+    sentence = _longest_fitting(
+        text, [m.end() for m in _SENTENCE_END.finditer(text)], budget, count
+    )
+    if sentence is not None and 2 * count(text[:sentence].rstrip()) >= budget:
+        return text[:sentence].rstrip()
+    word = _longest_fitting(text, [m.end() for m in _WORD_END.finditer(text)], budget, count)
+    if word is not None:
+        return text[:word].rstrip()
+    characters = _longest_fitting(text, range(1, len(text) + 1), budget, count)
+    return text[: characters or 1]
+
+
 async def keep_within_budget(
     summary: str,
     budget: int,
     count: Callable[[str], int],
     condense: Callable[[str], Awaitable[str]],
-) -> tuple[str, bool]:
+    *,
+    on_over_budget: OnOverBudget = "cut",
+) -> Kept:
     """Hold a summary to its budget: one call to ``condense`` it when it came back over.
 
+    A summary that is over the budget (by more than :data:`BUDGET_SLACK`) is condensed by one
+    call; if the condensed one is over it too, it is cut to the budget at a sentence or word
+    boundary (:func:`cut_to_budget`) and a warning logged, or, with ``on_over_budget="raise"``,
+    refused.
+
     Returns:
-        The summary, or its condensed form, and whether it had to be condensed.
+        The summary to keep, and whether it was condensed and cut.
 
     Raises:
-        SummarizerError: The condensed summary is over the budget too; nothing is to be kept.
+        SummarizerError: The condensed summary is over the budget too, under
+            ``on_over_budget="raise"``; nothing is to be kept.
     """
     limit = budget * BUDGET_SLACK
     tokens = count(summary)
     if tokens <= limit:
-        return summary, False
+        return Kept(summary, condensed=False, cut=False)
     condensed = await condense(summary)
     again = count(condensed)
-    if again > limit:
-        raise SummarizerError(
-            f"the summarizer returned {tokens} tokens against a budget of {budget} "
-            f"(max_summary_tokens), and {again} when asked to condense it"
-        )
-    return condensed, True
+    if again <= limit:
+        return Kept(condensed, condensed=True, cut=False)
+    what = (
+        f"the summarizer returned {tokens} tokens against a budget of {budget} "
+        f"(max_summary_tokens), and {again} when asked to condense it"
+    )
+    if on_over_budget == "raise":
+        raise SummarizerError(f"{what}; pass on_over_budget='cut' to keep it cut to the budget")
+    kept = cut_to_budget(condensed, budget, count)
+    logger.warning("%s; kept its first %d tokens (on_over_budget='cut')", what, count(kept))
+    return Kept(kept, condensed=True, cut=True)
 
 
 def input_tokens(

@@ -23,6 +23,7 @@ __all__ = [
     "SHORTER_PROMPT",
     "OnTruncated",
     "Reply",
+    "ReplyLimit",
     "check_on_truncated",
     "shorter_prompt",
     "summarize_within_budget",
@@ -56,6 +57,27 @@ class Reply:
     reason: str
 
 
+@dataclass(frozen=True)
+class ReplyLimit:
+    """What stops the model's reply, as the messages about a cut reply name it.
+
+    Attributes:
+        tokens: The limit in tokens, when known (``None``: the model's or the server's own,
+            unknown here).
+        what: The limit in words, e.g. ``"the budget of 1000 tokens"``.
+        remedy: How to allow a longer reply, e.g. ``"raise max_summary_tokens"``.
+    """
+
+    tokens: int | None
+    what: str
+    remedy: str = "raise max_summary_tokens"
+
+    @classmethod
+    def budget(cls, max_tokens: int) -> ReplyLimit:
+        """The summary's budget, sent with the request as the reply's limit."""
+        return cls(max_tokens, f"the budget of {max_tokens} tokens")
+
+
 def check_on_truncated(value: object) -> OnTruncated:
     """Return ``value`` if it is ``"raise"`` or ``"accept"``.
 
@@ -69,10 +91,15 @@ def check_on_truncated(value: object) -> OnTruncated:
     raise ConfigurationError(f"on_truncated must be 'raise' or 'accept', got {value!r}")
 
 
-def shorter_prompt(prompt: str, max_tokens: int) -> str:
-    """``prompt`` with :data:`SHORTER_PROMPT` added, for the retry after a cut reply."""
-    target = max(1, max_tokens // 2)
-    return f"{prompt}\n\n{SHORTER_PROMPT.format(max_tokens=max_tokens, target=target)}"
+def shorter_prompt(prompt: str, max_tokens: int, limit: int | None = None) -> str:
+    """``prompt`` with :data:`SHORTER_PROMPT` added, for the retry after a cut reply.
+
+    ``limit``: the tokens the reply was cut at, when it is not the budget ``max_tokens``; the
+    retry asks for half of the lower of the two.
+    """
+    cut_at = max_tokens if limit is None else limit
+    target = max(1, min(cut_at, max_tokens) // 2)
+    return f"{prompt}\n\n{SHORTER_PROMPT.format(max_tokens=cut_at, target=target)}"
 
 
 async def summarize_within_budget(
@@ -81,6 +108,7 @@ async def summarize_within_budget(
     *,
     on_truncated: OnTruncated,
     name: str,
+    limit: ReplyLimit | None = None,
 ) -> str:
     """Get a summary that the budget did not cut, retrying once with a shorter prompt.
 
@@ -91,6 +119,8 @@ async def summarize_within_budget(
         on_truncated: ``"raise"``: a reply still cut after the retry raises. ``"accept"``: it
             is returned, with a warning logged.
         name: The summarizer's name, for messages.
+        limit: What cuts the reply, for messages (default: the context's budget, which
+            ``complete`` sends).
 
     Returns:
         The reply's text.
@@ -98,11 +128,12 @@ async def summarize_within_budget(
     Raises:
         SummarizerError: The reply has no text, or it is still cut with ``on_truncated="raise"``.
     """
+    limit = limit or ReplyLimit.budget(context.max_tokens)
     reply = await complete(context.prompt)
     if reply.cut:
         context.report.truncated_replies += 1
         context.report.shorter_retries += 1
-        reply = await complete(shorter_prompt(context.prompt, context.max_tokens))
+        reply = await complete(shorter_prompt(context.prompt, context.max_tokens, limit.tokens))
         if reply.cut:
             context.report.truncated_replies += 1
     if not reply.text.strip():
@@ -110,13 +141,11 @@ async def summarize_within_budget(
     if not reply.cut:
         return reply.text
     what = (
-        f"{name}: the summary was cut at the budget of {context.max_tokens} tokens "
-        f"({reply.reason}), again when asked for a shorter one"
+        f"{name}: the summary was cut at {limit.what} ({reply.reason}), again when asked "
+        "for a shorter one"
     )
     if on_truncated == "raise":
-        raise SummarizerError(
-            f"{what}; raise max_summary_tokens, or pass on_truncated='accept' to keep it"
-        )
+        raise SummarizerError(f"{what}; {limit.remedy}, or pass on_truncated='accept' to keep it")
     context.report.truncated_accepted += 1
     logger.warning("%s; keeping it as it is (on_truncated='accept')", what)
     return reply.text

@@ -7,6 +7,7 @@ Imported on first use by :mod:`slimcache.langchain`, as it subclasses LangChain'
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -19,13 +20,16 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langgraph.config import get_config
 from langgraph.constants import TAG_NOSTREAM
 
-from slimcache._exceptions import ConfigurationError
+from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.compressor import SummarizeCompressor
+from slimcache.core.policy import Manual
 from slimcache.core.results import CompressionResult, Stats
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.store_argument import close_owned_store, open_store_argument
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
+from slimcache.core.truncation import OnTruncated, check_on_truncated
+from slimcache.frameworks.compression import OnSummarizerError
 from slimcache.langchain._convert import from_langchain
 from slimcache.langchain._sizes import (
     ContextSize,
@@ -36,7 +40,7 @@ from slimcache.langchain._sizes import (
     needs_context_size,
     trigger_from,
 )
-from slimcache.langchain._summarizer import LangChainSummarizer
+from slimcache.langchain._summarizer import LangChainSummarizer, check_max_tokens_kwarg
 from slimcache.messages import TokenCounter, approx_tokens
 from slimcache.stores import MemoryStore, Store
 from slimcache.sync import default_runner
@@ -46,6 +50,7 @@ __all__ = ["CachedSummarizationMiddleware"]
 logger = logging.getLogger("slimcache")
 
 Placement = Literal["system", "human"]
+
 
 # Validates the settings of a middleware whose context size is known only at its first call.
 _PROBE_CONTEXT_SIZE = 1_000_000
@@ -102,8 +107,29 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             hit more than half the TTL after the thread's index was written gives the index and
             the summary served a fresh TTL (one batch), so a thread in use does not expire and
             one left alone expires ``ttl`` seconds after its last write or refresh.
-        on_summarizer_error: ``"raise"`` (default) or send the messages ``"uncompressed"``.
+        on_summarizer_error: When the summarizer fails (an HTTP error, a timeout, a reply cut
+            twice under ``on_truncated="raise"``), the agent keeps running by default:
+            ``"degrade"`` (default) sends the model the newest cached summary that still
+            matches the history and the messages after it (the messages as they are when
+            nothing is cached), with a warning logged, and the next call tries again;
+            ``"uncompressed"`` sends the messages as they are; ``"raise"`` raises
+            :class:`~slimcache.SummarizerError` out of the agent. ``stats.summarizer_errors``
+            counts the failures.
         on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
+        on_truncated: When ``model`` is a chat model or a model string: a reply cut at the
+            model's limit is asked for once more, shorter; if that one is cut too,
+            ``"accept"`` (default) keeps it with a warning logged (``stats.truncated_accepted``
+            counts it), and ``"raise"`` makes it a summarizer failure (see
+            ``on_summarizer_error``). A slimcache summarizer given as ``model`` has its own.
+        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call is
+            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
+            ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``;
+            see ``on_summarizer_error``).
+        max_tokens_kwarg: When ``model`` is a chat model or a model string, the keyword that
+            passes ``max_summary_tokens`` to each summarizing call as the reply's limit
+            (``"max_tokens"``; ``"extra_body.max_tokens"`` for ``ChatOpenAI`` on servers that
+            read only ``max_tokens``); see :class:`~slimcache.langchain.LangChainSummarizer`.
+            By default the model's own ``max_tokens`` applies.
         refresh: ``"inline"`` (default): a model call the trigger fires on waits for the
             summary. ``"background"``: while the messages sent stay below ``ceiling``, the model
             is called at once with the summary the store has (or none yet) and every message
@@ -136,8 +162,11 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         summary_placement: Placement = "system",
         namespace: str = "",
         ttl: float | None = None,
-        on_summarizer_error: Literal["raise", "uncompressed"] = "raise",
+        on_summarizer_error: OnSummarizerError = "degrade",
         on_store_error: Literal["raise", "bypass"] = "raise",
+        on_truncated: OnTruncated = "accept",
+        on_over_budget: OnOverBudget = "cut",
+        max_tokens_kwarg: str | None = None,
         refresh: Literal["inline", "background"] = "inline",
         ceiling: ContextSize | None = None,
     ) -> None:
@@ -147,8 +176,19 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             raise ConfigurationError(
                 f'summary_placement must be "system" or "human", got {summary_placement!r}'
             )
+        if on_summarizer_error not in ("degrade", "uncompressed", "raise"):
+            raise ConfigurationError(
+                "on_summarizer_error must be 'degrade', 'uncompressed' or 'raise', "
+                f"got {on_summarizer_error!r}"
+            )
         self._chat_model = _chat_model(model)
-        summarizer = _summarizer(model, self._chat_model)
+        summarizer = _summarizer(
+            model,
+            self._chat_model,
+            check_on_truncated(on_truncated),
+            check_max_tokens_kwarg(max_tokens_kwarg),
+        )
+        self._degrade = on_summarizer_error == "degrade"
         self._trigger_spec = trigger
         self._keep_spec = keep
         self._placement: Placement = summary_placement
@@ -159,8 +199,10 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             "summary_template": summary_template,
             "namespace": namespace,
             "ttl": ttl,
-            "on_summarizer_error": on_summarizer_error,
+            # "degrade" is the middleware's own: its compressor raises, and it serves the rest.
+            "on_summarizer_error": "raise" if self._degrade else on_summarizer_error,
             "on_store_error": on_store_error,
+            "on_over_budget": on_over_budget,
         }
         self._summarizer = summarizer
         self._refresh, self._ceiling_spec = refresh, ceiling
@@ -168,6 +210,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         self._store: Store = MemoryStore()  # replaced below once every argument is checked
         self._lock = threading.Lock()
         self._compressor: SummarizeCompressor | None = None
+        self._fallback: SummarizeCompressor | None = None
         self._warned_no_thread = False
         # Every argument is checked now, also when the context size is known only later; the
         # store last, so that one opened from a URL is never left unclosed by an error.
@@ -175,6 +218,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         self._store, self._owns_store = open_store_argument(store)
         if not self._needs_size:
             self._compressor = self._build(None)
+            self._fallback = self._build(None, fallback=True)
         del probe
 
     # ------------------------------------------------------------------ public
@@ -186,9 +230,20 @@ class CachedSummarizationMiddleware(AgentMiddleware):
 
     @property
     def stats(self) -> Stats:
-        """The compressor's counters: requests, cache hits, summarizer calls, tokens saved."""
-        compressor = self._compressor
-        return compressor.stats if compressor is not None else Stats()
+        """The compressor's counters: requests, cache hits, summarizer calls, tokens saved.
+
+        What was served after a summarizer failure (``on_summarizer_error="degrade"``) is
+        counted in, its requests once.
+        """
+        compressor, fallback = self._compressor, self._fallback
+        if compressor is None or fallback is None:
+            return Stats()
+        main, served = compressor.stats, fallback.stats
+        summed = {
+            field.name: getattr(main, field.name) + getattr(served, field.name)
+            for field in dataclasses.fields(Stats)
+        }
+        return Stats(**{**summed, "requests": main.requests})
 
     def close(self) -> None:
         """Close the store when this middleware opened it from a URL; a store passed in stays
@@ -208,8 +263,8 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse | AIMessage:
         """Compress the request's messages (from the cache when it can), then call the model."""
-        compressor, messages, thread_id = self._prepare(request)
-        result = default_runner().run(compressor.compress_detailed(messages, thread_id=thread_id))
+        pair, messages, thread_id = self._prepare(request)
+        result = default_runner().run(self._compress(pair, messages, thread_id))
         return handler(self._with_summary(request, result))
 
     async def awrap_model_call(
@@ -218,23 +273,23 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse | AIMessage:
         """Compress the request's messages (from the cache when it can), then call the model."""
-        compressor, messages, thread_id = self._prepare(request)
-        pending = default_runner().submit(
-            compressor.compress_detailed(messages, thread_id=thread_id)
-        )
+        pair, messages, thread_id = self._prepare(request)
+        pending = default_runner().submit(self._compress(pair, messages, thread_id))
         result = await asyncio.wrap_future(pending)
         return await handler(self._with_summary(request, result))
 
     # ------------------------------------------------------------------ internals
 
-    def _build(self, context_size: int | None) -> SummarizeCompressor:
+    def _build(self, context_size: int | None, *, fallback: bool = False) -> SummarizeCompressor:
+        """The compressor; ``fallback``: the same one, but it never summarizes, and so serves
+        the newest cached summary that matches the history (or the messages as they are)."""
         trigger = trigger_from(self._trigger_spec, context_size)
         keep = keep_from(self._keep_spec, trigger, context_size)
         spec = self._ceiling_spec
         return SummarizeCompressor(
             self._summarizer,
             self._store,
-            trigger=trigger,
+            trigger=Manual() if fallback else trigger,
             keep=keep,
             summary_role="system",
             refresh=self._refresh,
@@ -242,9 +297,33 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             **self._options,
         )
 
-    def _compressor_for(self, agent_model: object) -> SummarizeCompressor:
+    async def _compress(
+        self,
+        pair: tuple[SummarizeCompressor, SummarizeCompressor],
+        messages: list[dict[str, Any]],
+        thread_id: str | None,
+    ) -> CompressionResult:
+        """Compress; on a summarizer failure, serve what the cache has (``"degrade"``)."""
+        compressor, fallback = pair
+        try:
+            return await compressor.compress_detailed(messages, thread_id=thread_id)
+        except SummarizerError as exc:
+            if not self._degrade:
+                raise
+            logger.warning(
+                "CachedSummarizationMiddleware: the summarizer failed, so the model gets the "
+                "newest cached summary and the messages after it: %s",
+                exc,
+            )
+            return await fallback.compress_detailed(messages, thread_id=thread_id)
+
+    def _compressors_for(
+        self, agent_model: object
+    ) -> tuple[SummarizeCompressor, SummarizeCompressor]:
+        """The compressor and its fallback, built at the first call when a fraction needs the
+        model's context size."""
         with self._lock:
-            if self._compressor is None:
+            if self._compressor is None or self._fallback is None:
                 size = _context_size(agent_model) or _context_size(self._chat_model)
                 if size is None:
                     raise ConfigurationError(
@@ -253,14 +332,14 @@ class CachedSummarizationMiddleware(AgentMiddleware):
                         "max_input_tokens: use token counts, or give the chat model "
                         'profile={"max_input_tokens": ...}'
                     )
+                self._fallback = self._build(size, fallback=True)
                 self._compressor = self._build(size)
-            return self._compressor
+            return self._compressor, self._fallback
 
     def _prepare(
-        self,
-        request: ModelRequest,
-    ) -> tuple[SummarizeCompressor, list[dict[str, Any]], str | None]:
-        compressor = self._compressor_for(request.model)
+        self, request: ModelRequest
+    ) -> tuple[tuple[SummarizeCompressor, SummarizeCompressor], list[dict[str, Any]], str | None]:
+        pair = self._compressors_for(request.model)
         thread_id = _thread_id(request)
         if thread_id is None and not self._warned_no_thread:
             self._warned_no_thread = True
@@ -268,7 +347,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
                 "CachedSummarizationMiddleware: the run has no configurable.thread_id, so "
                 "nothing is cached and every model call summarizes again"
             )
-        return compressor, from_langchain(request.messages), thread_id
+        return pair, from_langchain(request.messages), thread_id
 
     def _with_summary(
         self,
@@ -315,7 +394,12 @@ def _chat_model(model: object) -> BaseChatModel | None:
     return model if isinstance(model, BaseChatModel) else None
 
 
-def _summarizer(model: object, chat_model: BaseChatModel | None) -> Summarizer:
+def _summarizer(
+    model: object,
+    chat_model: BaseChatModel | None,
+    on_truncated: OnTruncated,
+    max_tokens_kwarg: str | None,
+) -> Summarizer:
     if chat_model is None:
         if not callable(model):
             raise ConfigurationError(
@@ -326,7 +410,13 @@ def _summarizer(model: object, chat_model: BaseChatModel | None) -> Summarizer:
         return model
     # Not streamed into the agent's output; called through the sync client (see the class).
     config: Any = {"tags": [TAG_NOSTREAM], "run_name": "slimcache_summary"}
-    return LangChainSummarizer(chat_model, method="invoke", config=config)
+    return LangChainSummarizer(
+        chat_model,
+        method="invoke",
+        config=config,
+        on_truncated=on_truncated,
+        max_tokens_kwarg=max_tokens_kwarg,
+    )
 
 
 def _context_size(model: object) -> int | None:

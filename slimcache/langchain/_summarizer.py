@@ -20,6 +20,7 @@ from slimcache.core.summarizer import (
 from slimcache.core.truncation import (
     OnTruncated,
     Reply,
+    ReplyLimit,
     check_on_truncated,
     summarize_within_budget,
 )
@@ -72,6 +73,42 @@ def _stop_reason(reply: object) -> tuple[bool, str]:
     return False, "no stop reason given"
 
 
+# Where chat models keep their own reply limit: ChatOpenAI's ``max_tokens`` (sent as
+# ``max_completion_tokens``), ChatAnthropic's ``max_tokens``, Ollama's ``num_predict``, and the
+# same keywords bound with ``.bind(...)``.
+_LIMIT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
+
+
+def _own_limit(model: object) -> int | None:
+    """The reply limit a chat model (or a binding of one) sends itself, when it says."""
+    while model is not None:
+        bound = getattr(model, "kwargs", None)
+        for name in _LIMIT_FIELDS:
+            value = bound.get(name) if isinstance(bound, Mapping) else None
+            value = getattr(model, name, None) if value is None else value
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        model = getattr(model, "bound", None)
+    return None
+
+
+def check_max_tokens_kwarg(value: object) -> str | None:
+    """Return ``value`` if it is ``None``, a keyword, or a keyword and a field in it.
+
+    Raises:
+        ConfigurationError: Anything else.
+    """
+    if value is None:
+        return None
+    parts = value.split(".") if isinstance(value, str) else []
+    if not 1 <= len(parts) <= 2 or not all(part.isidentifier() for part in parts):
+        raise ConfigurationError(
+            "max_tokens_kwarg must be a keyword such as 'max_tokens', or a keyword and a field "
+            f"in it such as 'extra_body.max_tokens', got {value!r}"
+        )
+    return str(value)
+
+
 class LangChainSummarizer:
     """Makes a LangChain chat model (or any runnable taking messages) a slimcache summarizer.
 
@@ -94,7 +131,12 @@ class LangChainSummarizer:
             ``"langchain:<model class>:<model name>"``.
         max_tokens_kwarg: When given (e.g. ``"max_tokens"``), the summary's token budget is
             passed to ``ainvoke`` under this keyword, which most chat models forward to their
-            API. By default only the prompt states the budget.
+            API. ``"extra_body.max_tokens"`` puts it in the request body as ``max_tokens``
+            (merged with the model's own ``extra_body``): ``ChatOpenAI`` sends its
+            ``max_tokens`` as ``max_completion_tokens``, which servers that read only
+            ``max_tokens`` ignore (llama-cpp-python's, Ollama, LM Studio), so this is how to
+            bound the reply there. By default only the prompt states the
+            budget, and the reply is bounded by the model's own ``max_tokens``, if any.
         on_truncated: When the reply is cut at the budget (the model's own ``max_tokens``, or
             the one passed through ``max_tokens_kwarg``), the request is made once more asking
             for a shorter summary; if that reply is cut too, ``"raise"`` (default) raises
@@ -107,7 +149,8 @@ class LangChainSummarizer:
 
     Raises:
         ConfigurationError: ``on_truncated`` is not ``"raise"`` or ``"accept"``, ``method``
-            is not ``"ainvoke"`` or ``"invoke"``, or ``config`` is not a mapping.
+            is not ``"ainvoke"`` or ``"invoke"``, ``config`` is not a mapping, or
+            ``max_tokens_kwarg`` is not a keyword (or ``keyword.field``).
         MissingExtraError: ``langchain-core`` is not installed (on the first call).
     """
 
@@ -135,7 +178,7 @@ class LangChainSummarizer:
         self.name = name or default
         # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
         self.__qualname__ = self.name
-        self.max_tokens_kwarg = max_tokens_kwarg
+        self.max_tokens_kwarg = check_max_tokens_kwarg(max_tokens_kwarg)
         self.on_truncated = check_on_truncated(on_truncated)
 
     async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
@@ -146,9 +189,7 @@ class LangChainSummarizer:
                 for a shorter summary (with ``on_truncated="raise"``).
         """
         chat = context.to_chat(messages)
-        options: dict[str, Any] = {}
-        if self.max_tokens_kwarg:
-            options[self.max_tokens_kwarg] = context.max_tokens
+        options = self._budget_options(context.max_tokens)
         if self.config is not None:
             options["config"] = self.config
 
@@ -162,7 +203,38 @@ class LangChainSummarizer:
             return Reply(_reply_text(reply), cut, reason)
 
         return await summarize_within_budget(
-            complete, context, on_truncated=self.on_truncated, name=self.name
+            complete,
+            context,
+            on_truncated=self.on_truncated,
+            name=self.name,
+            limit=self._limit(context.max_tokens),
+        )
+
+    def _budget_options(self, max_tokens: int) -> dict[str, Any]:
+        """The keyword that carries the budget to the model, if one is set."""
+        if self.max_tokens_kwarg is None:
+            return {}
+        keyword, _, field = self.max_tokens_kwarg.partition(".")
+        if not field:
+            return {keyword: max_tokens}
+        own = getattr(self.model, keyword, None)
+        return {keyword: {**(own if isinstance(own, Mapping) else {}), field: max_tokens}}
+
+    def _limit(self, max_tokens: int) -> ReplyLimit:
+        """What cuts a reply: the budget this summarizer sends, or the model's own limit."""
+        if self.max_tokens_kwarg is not None:
+            return ReplyLimit.budget(max_tokens)
+        own = _own_limit(self.model)
+        if own is not None:
+            return ReplyLimit(
+                own,
+                f"the model's own max_tokens of {own}",
+                "raise the model's max_tokens (or pass max_tokens_kwarg)",
+            )
+        return ReplyLimit(
+            None,
+            "the model's or the server's own reply limit",
+            "give the model a larger max_tokens (or pass max_tokens_kwarg)",
         )
 
     def __repr__(self) -> str:

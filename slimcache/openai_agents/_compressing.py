@@ -12,7 +12,7 @@ from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.frameworks.compression import AgentCompression, OnSummarizerError, summarized
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec, needs_context_size
 from slimcache.messages import TokenCounter, approx_tokens
@@ -47,6 +47,7 @@ class ItemCompression:
         refresh: Literal["inline", "background"] = "inline",
         ceiling: ContextSize | None = None,
         on_store_error: Literal["raise", "bypass"] = "raise",
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         if summary_placement not in ("system", "user"):
             raise ConfigurationError(
@@ -82,6 +83,7 @@ class ItemCompression:
                 "namespace": namespace,
                 "ttl": ttl,
                 "on_store_error": on_store_error,
+                "on_over_budget": on_over_budget,
             },
         )
         self.placement: Placement = summary_placement

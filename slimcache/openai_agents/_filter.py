@@ -12,7 +12,7 @@ from agents.run_config import CallModelData, ModelInputData
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.frameworks.compression import OnSummarizerError
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec
 from slimcache.messages import TokenCounter, approx_tokens
@@ -72,6 +72,10 @@ class CachedSummarizationFilter:
         ceiling: With ``refresh="background"``, how much the compressed input may hold, in the
             sizes of ``trigger`` (``("messages", 80)``, ``("tokens", 6000)``, ...).
         on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
+        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call is
+            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
+            ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``; see
+            ``on_summarizer_error``).
 
     A message count counts the messages as slimcache sees them: one per user, system or
     developer message and per tool output, and one per model turn (its messages, calls and
@@ -102,6 +106,7 @@ class CachedSummarizationFilter:
         refresh: Literal["inline", "background"] = "inline",
         ceiling: ContextSize | None = None,
         on_store_error: Literal["raise", "bypass"] = "raise",
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
             raise ConfigurationError(
@@ -124,6 +129,7 @@ class CachedSummarizationFilter:
             refresh=refresh,
             ceiling=ceiling,
             on_store_error=on_store_error,
+            on_over_budget=on_over_budget,
         )
         self._thread_id = thread_id
         self._warned_no_thread = False

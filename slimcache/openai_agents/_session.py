@@ -11,7 +11,7 @@ from agents.models.interface import Model
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.frameworks.compression import OnSummarizerError
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec
 from slimcache.messages import TokenCounter, approx_tokens
@@ -35,7 +35,7 @@ class CachedSummarySession:
     session's. The arguments after ``thread_id`` (``trigger``, ``keep``, ``token_counter``,
     ``max_summary_tokens``, ``prompts``, ``summary_template``, ``summary_placement``,
     ``namespace``, ``ttl``, ``context_window``, ``on_summarizer_error``, ``refresh``,
-    ``ceiling``, ``on_store_error``) are those of
+    ``ceiling``, ``on_store_error``, ``on_over_budget``) are those of
     :class:`~slimcache.openai_agents.CachedSummarizationFilter`.
 
     Args:
@@ -70,6 +70,7 @@ class CachedSummarySession:
         refresh: Literal["inline", "background"] = "inline",
         ceiling: ContextSize | None = None,
         on_store_error: Literal["raise", "bypass"] = "raise",
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         if not isinstance(session, Session):
             raise ConfigurationError(f"session must be an Agents SDK Session, got {session!r}")
@@ -92,6 +93,7 @@ class CachedSummarySession:
             refresh=refresh,
             ceiling=ceiling,
             on_store_error=on_store_error,
+            on_over_budget=on_over_budget,
         )
         self.session = session
         self.session_id: str = session.session_id

@@ -19,7 +19,8 @@ from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import Prompts, Summarizer
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
+from slimcache.core.truncation import OnTruncated, check_on_truncated
 from slimcache.frameworks.compression import AgentCompression, OnSummarizerError, summarized
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec
 from slimcache.messages import TokenCounter, approx_tokens
@@ -86,6 +87,14 @@ class CachedSummarization(AbstractCapability[Any]):
         ceiling: With ``refresh="background"``, how much the compressed input may hold, in the
             sizes of ``trigger`` (``("messages", 80)``, ``("tokens", 6000)``, ...).
         on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
+        on_truncated: When ``model`` is a Pydantic AI model or a model name: a reply still cut
+            at the budget after asking for a shorter one is kept with a warning (``"accept"``,
+            default; ``stats.truncated_accepted`` counts it) or is a summarizer failure
+            (``"raise"``). A slimcache summarizer given as ``model`` has its own.
+        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call is
+            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
+            ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``; see
+            ``on_summarizer_error``).
 
     A message count counts the messages as slimcache sees them: one per part of a request (a
     system prompt, a user prompt, a tool return) and one per response.
@@ -114,6 +123,8 @@ class CachedSummarization(AbstractCapability[Any]):
         refresh: Literal["inline", "background"] = "inline",
         ceiling: ContextSize | None = None,
         on_store_error: Literal["raise", "bypass"] = "raise",
+        on_truncated: OnTruncated = "accept",
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         if summary_placement not in ("system", "user"):
             raise ConfigurationError(
@@ -125,7 +136,7 @@ class CachedSummarization(AbstractCapability[Any]):
             )
         self._model = model if isinstance(model, Model) else None
         self._compression = AgentCompression(
-            _summarizer(model),
+            _summarizer(model, check_on_truncated(on_truncated)),
             store,
             trigger=trigger,
             keep=keep,
@@ -141,6 +152,7 @@ class CachedSummarization(AbstractCapability[Any]):
                 "namespace": namespace,
                 "ttl": ttl,
                 "on_store_error": on_store_error,
+                "on_over_budget": on_over_budget,
             },
         )
         self._thread_id = thread_id
@@ -226,9 +238,9 @@ class CachedSummarization(AbstractCapability[Any]):
         return f"CachedSummarization(store={self.store!r})"
 
 
-def _summarizer(model: object) -> Summarizer:
+def _summarizer(model: object, on_truncated: OnTruncated) -> Summarizer:
     if isinstance(model, (Model, str)):
-        return PydanticAISummarizer(model)
+        return PydanticAISummarizer(model, on_truncated=on_truncated)
     if not callable(model):
         raise ConfigurationError(
             "model must be a Pydantic AI model, a model name such as 'openai:gpt-4o-mini', or "

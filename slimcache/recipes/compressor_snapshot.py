@@ -32,6 +32,7 @@ from slimcache.core.strategies import (
     Weighted,
 )
 from slimcache.core.summarizer import (
+    OnOverBudget,
     Prompts,
     Summarizer,
     SummaryContext,
@@ -419,8 +420,10 @@ class SummaryCalls:
         first: int,
         last: int,
         pinned: int,
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         self.summarizer, self.prompts, self.count = summarizer, prompts, count
+        self.on_over_budget = on_over_budget
         self.overhead, self.max_tokens, self.timeout = overhead, max_tokens, timeout
         self.counters = counters
         self.first, self.last, self.pinned = first, last, pinned
@@ -456,8 +459,14 @@ class SummaryCalls:
         summary = await call_summarizer(self.summarizer, messages, context, timeout=self.timeout)
         if task == "condense":
             return summary
-        kept, _ = await keep_within_budget(summary, self.max_tokens, self.count, self._condense)
-        return kept
+        kept = await keep_within_budget(
+            summary,
+            self.max_tokens,
+            self.count,
+            self._condense,
+            on_over_budget=self.on_over_budget,
+        )
+        return kept.summary
 
     async def _condense(self, text: str) -> str:
         return await self("condense", [], text)

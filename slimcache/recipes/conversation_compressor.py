@@ -29,6 +29,7 @@ from slimcache.core.results import CompressEvent
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import (
     DEFAULT_SUMMARY_TEMPLATE,
+    ErrorHandling,
     Hooks,
     SummaryFormat,
     Timeouts,
@@ -41,10 +42,7 @@ from slimcache.core.strategies import (
     StrategyName,
     resolve_strategy,
 )
-from slimcache.core.summarizer import (
-    Prompts,
-    Summarizer,
-)
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     PINNED_ROLES,
@@ -135,6 +133,9 @@ class ConversationCompressor:
             new summary and the milliseconds the compression took.
         on_error: Hook ``(exception, messages)`` called when the summarizer fails, with the
             messages that stay in the window.
+        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call:
+            ``"cut"`` (default) to the budget at a sentence or word boundary, with a warning
+            logged, or ``"raise"`` :class:`SummarizerError` (the window stays as it was).
 
     Raises:
         ConfigurationError: For any invalid argument.
@@ -157,6 +158,7 @@ class ConversationCompressor:
         on_evict: Hook | None = None,
         on_compress: Hook | None = None,
         on_error: Hook | None = None,
+        on_over_budget: OnOverBudget = "cut",
     ) -> None:
         check_summarizer(summarizer)
         self._trigger, self._keep = resolve_policies(trigger, keep, default_keep=KEEP_BY_DEFAULT)
@@ -170,6 +172,8 @@ class ConversationCompressor:
             summary_template,
         )
         timeouts = Timeouts(summarizer_timeout=summarizer_timeout)
+        ErrorHandling(on_over_budget=on_over_budget)
+        self._on_over_budget = on_over_budget
         hooks = Hooks(on_evict=on_evict, on_compress=on_compress, on_error=on_error)
 
         self._summarizer = summarizer
@@ -407,6 +411,7 @@ class ConversationCompressor:
         on_evict: Hook | None = None,
         on_compress: Hook | None = None,
         on_error: Hook | None = None,
+        on_over_budget: OnOverBudget = "cut",
     ) -> ConversationCompressor:
         """Restore a compressor from :meth:`serialize`'s snapshot.
 
@@ -423,7 +428,8 @@ class ConversationCompressor:
                 ``message_overhead``, ``summary_role``, ``summary_template`` and
                 ``summarizer_timeout``.
             token_counter: Counts a text's tokens; window token counts are recomputed with it.
-            on_evict: Hook, as in the constructor; likewise ``on_compress`` and ``on_error``.
+            on_evict: Hook, as in the constructor; likewise ``on_compress``, ``on_error`` and
+                ``on_over_budget``, which the snapshot does not hold either.
 
         Raises:
             InvalidInput: The snapshot is malformed, or has another format or version.
@@ -452,6 +458,7 @@ class ConversationCompressor:
             on_evict=on_evict,
             on_compress=on_compress,
             on_error=on_error,
+            on_over_budget=on_over_budget,
         )
         compressor._restore(data)
         return compressor
@@ -545,6 +552,7 @@ class ConversationCompressor:
             first=first,
             last=last,
             pinned=len(self._pinned),
+            on_over_budget=self._on_over_budget,
         )
         try:
             summary = await run_strategy(

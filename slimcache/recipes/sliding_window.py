@@ -38,6 +38,7 @@ from slimcache.core.settings.groups import (
 from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.strategies import Extend
 from slimcache.core.summarizer import (
+    OnOverBudget,
     Summarizer,
     SummaryContext,
     run_summarizer,
@@ -251,6 +252,10 @@ class SlidingWindow:
         summarizer_timeout: Seconds one summarizer call may take.
         store_timeout: Seconds one store call may take before it fails with
             :class:`StoreError`.
+        on_over_budget: A summary still over ``summary_budget`` after the condense call:
+            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
+            ``compressor.stats.cut_over_budget`` and logged, or ``"raise"``
+            :class:`SummarizerError`.
         refresh: ``"inline"`` (default): a due compaction runs before ``push`` or
             :meth:`get_messages` returns. ``"background"``: while the window stays within
             ``ceiling``, it returns at once, the running summary as it was and every message
@@ -287,6 +292,7 @@ class SlidingWindow:
         summarizer_id: str | None = None,
         summarizer_timeout: float | None = None,
         store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+        on_over_budget: OnOverBudget = "cut",
         refresh: RefreshMode = "inline",
         ceiling: Trigger | None = None,
     ) -> None:
@@ -309,10 +315,8 @@ class SlidingWindow:
         trigger = _trigger(window_size, batch)
         Refresh(refresh, ceiling, trigger)
         resolved, self._owns_store = open_store_argument(store)
-        self._id = id
-        self._namespace = cache.namespace
-        self._window_size = window_size
-        self._batch = batch
+        self._id, self._namespace = id, cache.namespace
+        self._window_size, self._batch = window_size, batch
         self._summarizer = summarizer
         self._count, self._summary_role = summary.token_counter, summary.summary_role
         self._summary_template = summary.summary_template
@@ -340,6 +344,7 @@ class SlidingWindow:
             summarizer_timeout=timeouts.summarizer_timeout,
             summarizer_id=cache.summarizer_id or summarizer_name(summarizer),
             store_timeout=timeouts.store_timeout,
+            on_over_budget=on_over_budget,
             refresh=refresh,
             ceiling=ceiling,
         )

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -14,10 +15,11 @@ from slimcache import (
     ConfigurationError,
     MemoryStore,
     Store,
+    SummaryContext,
     approx_tokens,
 )
 from slimcache.bench.datasets import Dataset, request_lengths
-from slimcache.bench.engine import MODES, check_modes, redact_url, thread_id_for
+from slimcache.bench.engine import MODES, check_modes, redact_url, run_bench, thread_id_for
 from slimcache.bench.results import BenchSettings
 from slimcache.messages import count_message_tokens
 from tests.bench.synthetic import SMALL, dataset, replay
@@ -217,3 +219,89 @@ async def test_second_pass_counts_round_trips_of_hits_on_the_newest_and_older_hi
     for key in ("naive", "memory", "store"):
         mode = report.modes[key]
         assert (mode.newest_hits, mode.older_hits) == (0, 0)
+
+
+class FailsAfter:
+    """A summarizer that summarizes ``calls`` times, then fails."""
+
+    name = "fails-after"
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+
+    def __call__(self, messages: object, context: object) -> str:
+        self.left -= 1
+        if self.left < 0:
+            raise RuntimeError("the model went away")
+        return "a summary"
+
+
+@pytest.mark.parametrize("failing", ["naive", "store"])
+async def test_a_failing_mode_keeps_what_it_measured_and_stops_the_run(failing: str) -> None:
+    data = dataset(20, 14)
+    calls_before = 0
+    if failing == "store":  # naive and memory get through, then store fails on its second call
+        whole = await replay(data, MemoryStore(), modes=["naive", "memory"])
+        calls_before = sum(mode.summarizer_calls for mode in whole.modes.values())
+    report = await run_bench(
+        data,
+        data.conversations,
+        store=MemoryStore(),
+        store_url="memory://",
+        summarizer=FailsAfter(calls_before + 1),
+        settings=SMALL,
+    )
+    failed = report.failed
+    assert failed is not None
+    assert failed.key == failing
+    assert list(report.modes)[-1] == failing  # nothing ran after it
+    assert "the model went away" in str(failed.failure)
+    assert (failed.summarizer_calls, failed.summarizer_errors) == (2, 1)
+    assert 0 < failed.replayed < failed.requests
+    assert len(failed.per_request_input_tokens) == failed.replayed
+    assert report.to_dict()["failed_mode"] == failing
+    assert all(m.failure is None for m in report.modes.values() if m is not failed)
+
+
+class Overshoots:
+    """Writes ten times the budget, whatever it is asked (condense included)."""
+
+    name = "overshoots"
+
+    def __call__(self, messages: object, context: SummaryContext) -> str:
+        return "A summary sentence that goes on. " * (context.max_tokens * 10 // 8)
+
+
+class AlwaysCut:
+    """Reports every reply cut at the budget and keeps it, as on_truncated='accept' does."""
+
+    name = "always-cut"
+
+    def __call__(self, messages: object, context: SummaryContext) -> str:
+        context.report.truncated_replies += 2
+        context.report.shorter_retries += 1
+        context.report.truncated_accepted += 1
+        return "a cut summary"
+
+
+@pytest.mark.parametrize("summarizer", [Overshoots(), AlwaysCut()], ids=lambda s: s.name)
+async def test_every_mode_runs_through_a_model_that_misbehaves(summarizer: Any) -> None:
+    data = dataset(20, 14)
+    report = await run_bench(
+        data,
+        data.conversations,
+        store=MemoryStore(),
+        store_url="memory://",
+        summarizer=summarizer,
+        settings=SMALL,
+    )
+    assert report.failed is None
+    assert list(report.modes) == list(MODES)
+    for mode in report.modes.values():
+        assert mode.replayed == mode.requests
+        if mode.key == "second_pass":
+            continue
+        if isinstance(summarizer, Overshoots):
+            assert mode.cut_over_budget == mode.condensed_over_budget == mode.summarizer_calls // 2
+        else:
+            assert mode.truncated_accepted == mode.summarizer_calls > 0

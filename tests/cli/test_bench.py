@@ -46,6 +46,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
         (["--dataset", "chats.txt"], "dataset must be 'chitchat' or a .json / .jsonl file"),
         (["--price-per-mtok", "-1"], "--price-per-mtok"),
         (["--json", "/nonexistent/dir/out.json"], "--json: no such directory: /nonexistent/dir"),
+        (["--on-truncated", "keep"], "on_truncated must be 'raise' or 'accept', got 'keep'"),
+        (["--on-over-budget", "keep"], "on_over_budget must be 'cut' or 'raise', got 'keep'"),
     ],
 )
 def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
@@ -305,21 +307,88 @@ def shorter_when_asked(path: str, body: dict[str, Any]) -> str:
     return "Short." if "Write a shorter one" in system_text(path, body) else LONG
 
 
-def test_bench_counts_cut_replies_and_stops_on_one_cut_twice(
-    llm_server: LLMServer, data_json: Path
+def test_bench_counts_cut_replies_and_keeps_going_on_one_cut_twice(
+    llm_server: LLMServer, data_json: Path, tmp_path: Path
 ) -> None:
     llm_server.text = shorter_when_asked
     args = ["bench", "--store", "memory://", "--dataset", str(data_json)]
     args += ["--summarizer", "openai:tiny", "--modes", "memory", *SMALL]
     retried = invoke(*args, env=openai_env(llm_server))
     assert retried.exit_code == 0, retried.stderr
-    assert "cut replies / shorter retries" in retried.stdout
+    assert "cut replies / shorter retries / kept cut" in retried.stdout
     calls = len(llm_server.bodies(OPENAI_PATH))
     assert calls % 2 == 0  # every call was cut once, then answered shorter
-    assert f"{calls // 2:,} / {calls // 2:,}" in retried.stdout
+    assert f"{calls // 2:,} / {calls // 2:,} / 0" in retried.stdout
 
+    # A model that is cut every time: by default the cut summaries are kept and counted.
     llm_server.text = lambda path, body: LONG
-    failed = invoke(*args, env=openai_env(llm_server))
+    out = tmp_path / "cut.json"
+    kept = invoke(*args, "--json", str(out), env=openai_env(llm_server))
+    assert kept.exit_code == 0, kept.stderr
+    memory = json.loads(out.read_text())["modes"]["memory"]
+    assert memory["summarizer_calls"] > 0
+    assert memory["truncated_accepted"] == memory["summarizer_calls"]
+    assert memory["truncated_replies"] == memory["shorter_retries"] * 2 > 0
+    assert (memory["replayed"], memory["failure"]) == (memory["requests"], None)
+
+
+def test_a_failed_mode_is_named_and_what_ran_is_written(
+    llm_server: LLMServer, data_json: Path, tmp_path: Path
+) -> None:
+    llm_server.text = lambda path, body: LONG
+    out = tmp_path / "partial.json"
+    failed = invoke(
+        "bench",
+        "--store",
+        "memory://",
+        "--dataset",
+        str(data_json),
+        "--summarizer",
+        "openai:tiny",
+        "--modes",
+        "memory,slimcache,second-pass",
+        "--on-truncated",
+        "raise",
+        "--json",
+        str(out),
+        *SMALL,
+        env=openai_env(llm_server),
+    )
     assert failed.exit_code == 1
-    assert "SummarizerError" in failed.stderr
+    assert "mode slimcache (no store) failed: SummarizerError" in flat(failed.stderr)
     assert "cut at the budget of 60 tokens" in flat(failed.stderr)
+    assert f"wrote {out}" in failed.stderr
+    figures = json.loads(out.read_text())
+    assert figures["failed_mode"] == "memory"
+    assert list(figures["modes"]) == ["memory"]  # the modes after it did not run
+    memory = figures["modes"]["memory"]
+    assert memory["failure"].startswith("SummarizerError: summarizer failed on messages")
+    assert "openai:tiny: the summary was cut" in memory["failure"]
+    assert memory["summarizer_calls"] == memory["summarizer_errors"] == 1
+    assert memory["replayed"] < memory["requests"]
+    assert "FAILED after" in flat(failed.stdout)
+    assert "Stopped: slimcache (no store) failed after" in flat(failed.stdout)
+
+
+def test_bench_keeps_going_when_the_model_overshoots_every_time(
+    llm_server: LLMServer, data_json: Path, tmp_path: Path
+) -> None:
+    # A server that ignores max_tokens (llama.cpp's do with max_completion_tokens) and a
+    # model that writes five times the budget, condense included: each summary is cut.
+    llm_server.bounds_reply = False
+    llm_server.text = lambda path, body: "The trip goes on. " * 70  # 315 tokens against 60
+    args = ["bench", "--store", "memory://", "--dataset", str(data_json)]
+    args += ["--summarizer", "openai:tiny", "--modes", "memory", *SMALL]
+    out = tmp_path / "cut.json"
+    kept = invoke(*args, "--json", str(out), env=openai_env(llm_server))
+    assert kept.exit_code == 0, kept.stderr
+    memory = json.loads(out.read_text())["modes"]["memory"]
+    assert memory["cut_over_budget"] == memory["condensed_over_budget"] > 0
+    assert memory["summarizer_calls"] == 2 * memory["cut_over_budget"]
+    assert memory["summarizer_errors"] == 0
+    assert "over budget: condensed / cut" in kept.stdout
+
+    raised = invoke(*args, "--on-over-budget", "raise", env=openai_env(llm_server))
+    assert raised.exit_code == 1
+    assert "mode slimcache (no store) failed: SummarizerError" in flat(raised.stderr)
+    assert "when asked to condense it" in flat(raised.stderr)

@@ -86,6 +86,7 @@ BAD: dict[str, list[Any]] = {
     "store_timeout": SECONDS_OR_NONE,
     "on_summarizer_error": ["ignore", 5, None],
     "on_store_error": ["ignore", 5, None],
+    "on_over_budget": ["truncate", 5, None],
     "summarizer_id": [5, "", b"model"],
     "reuse_entries": ["some", 5, None],
     "lock_wait": ["30", -1, True, None, math.nan],
@@ -114,6 +115,8 @@ BAD: dict[str, list[Any]] = {
     "keep_system": ["yes", 1, None],
     "model": [None, 5, "no-such-provider:model"],
     "summary_placement": ["user", 5, None],
+    "on_truncated": ["keep", 5, None],
+    "max_tokens_kwarg": ["", "extra_body.", "a.b.c", 5],
     # The id is a thread id, and a malformed thread id is InvalidInput everywhere.
     "id": ["", 1.5, None, True],
 }
@@ -300,7 +303,9 @@ VALID_GROUPS = [
     ),
     Coordination(lock_wait=0.0, lease_ttl=2.5, single_writer=True),
     Timeouts(summarizer_timeout=1.5, store_timeout=None),
-    ErrorHandling(on_summarizer_error="uncompressed", on_store_error="bypass"),
+    ErrorHandling(
+        on_summarizer_error="uncompressed", on_store_error="bypass", on_over_budget="raise"
+    ),
     Hooks(on_evict=hook, on_compress=print, on_compact_end=hook),
 ]
 
@@ -355,6 +360,7 @@ GROUP_FIELDS: list[tuple[type[Any], str]] = [
     (Timeouts, "store_timeout"),
     (ErrorHandling, "on_summarizer_error"),
     (ErrorHandling, "on_store_error"),
+    (ErrorHandling, "on_over_budget"),
     *[(Hooks, name) for name in values(Hooks())],
 ]
 

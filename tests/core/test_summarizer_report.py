@@ -5,6 +5,7 @@ And :func:`summarize_within_budget`, the shorter retry the bundled summarizers s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -98,3 +99,36 @@ async def test_an_empty_cut_reply_is_never_accepted(on_truncated: str) -> None:
             name="m",
         )
     assert (ctx.report.truncated_replies, ctx.report.truncated_accepted) == (2, 0)
+
+
+async def test_a_call_cancelled_before_its_reply_is_counted_apart() -> None:
+    started = asyncio.Event()
+    calls = 0
+
+    async def summarize(messages: Sequence[Message], context: SummaryContext) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the second call never gets its reply: the request is cancelled
+            started.set()
+            await asyncio.Event().wait()
+        return "a summary"
+
+    made = compressor(summarize)
+    history = chat(8)
+    await made.compress_detailed(history, thread_id="t")
+    done = made.stats
+    assert (done.summarizer_calls, done.cancelled_calls) == (1, 0)
+
+    task = asyncio.create_task(made.compress_detailed(chat(14), thread_id="t"))
+    await asyncio.wait_for(started.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stats = made.stats
+    assert (stats.summarizer_calls, stats.summarizer_input_tokens) == (
+        1,
+        done.summarizer_input_tokens,
+    )
+    assert stats.cancelled_calls == 1
+    assert stats.cancelled_input_tokens > 0
+    assert stats.summarizer_errors == 0

@@ -503,7 +503,12 @@ async def test_langchain_reply_cut_twice_raises_and_nothing_is_cached(
         await compress_langchain(compressor, lc_conversation(), thread_id="t")
     reason = "finish_reason='length'" if path == OPENAI_PATH else "stop_reason='max_tokens'"
     assert reason in str(caught.value.__cause__)
-    assert len(llm_server.bodies(path)) == 2
+    # The limit quoted is the one that cut the reply, not the summary's budget of 55.
+    assert "cut at the model's own max_tokens of 30" in str(caught.value)
+    assert "55" not in str(caught.value.__cause__)
+    first, retry = llm_server.bodies(path)
+    assert system_text(path, retry) == shorter_prompt(system_text(path, first), 55, 30)
+    assert "at most 15 tokens" in system_text(path, retry)
     assert await store.get(ThreadKeys("t").index) is None
     stats = compressor.stats
     assert (stats.truncated_replies, stats.shorter_retries, stats.summarizer_errors) == (2, 1, 1)
@@ -530,6 +535,39 @@ async def test_langchain_cut_reply_accepted_with_a_warning(
 def test_langchain_summarizer_rejects_a_bad_on_truncated() -> None:
     with pytest.raises(ConfigurationError, match="on_truncated"):
         LangChainSummarizer(RecordingChatModel(), on_truncated="drop")  # type: ignore[arg-type]
+    for bad in ("", "extra_body.", "a.b.c", "max tokens", 3):
+        with pytest.raises(ConfigurationError, match="max_tokens_kwarg must be a keyword"):
+            LangChainSummarizer(RecordingChatModel(), max_tokens_kwarg=bad)  # type: ignore[arg-type]
+
+
+async def test_langchain_budget_sent_as_max_tokens_in_the_body(llm_server: LLMServer) -> None:
+    # ChatOpenAI sends max_tokens as max_completion_tokens, which servers reading only max_tokens
+    # ignore: "extra_body.max_tokens" puts the budget in the body as max_tokens, beside the
+    # model's own extra_body.
+    llm_server.text = shorter_when_asked
+    model = chat_openai(llm_server, extra_body={"top_k": 5})
+    summarizer = LangChainSummarizer(model, max_tokens_kwarg="extra_body.max_tokens")
+    compressor = budget_compressor(summarizer, MemoryStore())
+    out = await compress_langchain(compressor, lc_conversation(), thread_id="t")
+    assert out[1].content == f"Summary of the earlier conversation:\n{SHORT_SUMMARY}"
+    first, retry = llm_server.bodies(OPENAI_PATH)
+    for body in (first, retry):
+        assert (body["max_tokens"], body["top_k"]) == (55, 5)
+        assert "max_completion_tokens" not in body
+    assert model.extra_body == {"top_k": 5}  # the model's own setting is left as it was
+    assert compressor.stats.truncated_replies == 1
+
+
+async def test_langchain_cut_reply_with_no_known_limit_says_so() -> None:
+    class CutModel(RecordingChatModel):
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+            self.received.append(list(messages))
+            cut = AIMessage("A summary that", response_metadata={"finish_reason": "length"})
+            return ChatResult(generations=[ChatGeneration(message=cut)])
+
+    compressor = summarize_compressor(LangChainSummarizer(CutModel()))
+    with pytest.raises(SummarizerError, match="cut at the model's or the server's own reply limit"):
+        await compress_langchain(compressor, lc_conversation(), thread_id="t")
 
 
 # ---------------------------------------------------------------- the docs example

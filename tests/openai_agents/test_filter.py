@@ -276,3 +276,19 @@ def test_the_example_runs() -> None:
     assert "summarizer calls 1" in result.stdout
     guide = (ROOT / "docs" / "guides" / "openai-agents.md").read_text()
     assert '```python\n--8<-- "examples/openai_agents_filter.py"\n```' in guide
+
+
+def test_a_model_that_overshoots_every_time_keeps_the_run_going() -> None:
+    # Asked for 60 tokens, it writes 600 every time, condense included: each summary is cut to
+    # the budget at a sentence, counted, and the run goes on (the SDK reports no cut replies).
+    writer = Planner(reply="The trip is to Lisbon in May. " * 80)
+    cached = CachedSummarizationFilter(writer, thread_id="o", trigger=("messages", 2),
+                                       keep=("messages", 1), max_summary_tokens=60)  # fmt: skip
+    planner = Planner(reply="ok")
+    history: list[Any] = [turn("x"), {"role": "assistant", "content": "y"}, turn("z")]
+    asyncio.run(Runner.run(Agent("a", model=planner), history, run_config=run_config(cached)))
+    summary = planner.seen[0][0]["content"].split("\n", 1)[1]
+    assert summary.endswith("in May.")
+    assert len(summary) <= 4 * 60
+    assert (cached.stats.cut_over_budget, cached.stats.summarizer_errors) == (1, 0)
+    assert len(writer.seen) == 2  # the summary, then the condense call

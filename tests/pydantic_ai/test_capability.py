@@ -475,3 +475,45 @@ def test_a_ceiling_at_the_trigger_is_refused_before_the_store_opens() -> None:
             refresh="background",
             ceiling=("messages", 6),
         )
+
+
+def test_a_model_that_overshoots_every_time_keeps_the_agent_running() -> None:
+    # Asked for 60 tokens, it writes 600 every time, condense included: each summary is cut to
+    # the budget at a sentence, counted, and the agent goes on.
+    asked: list[list[ModelMessage]] = []
+
+    def ramble(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked.append(messages)
+        return ModelResponse([TextPart("The trip is to Lisbon in May. " * 80)])
+
+    capability = CachedSummarization(
+        FunctionModel(ramble), trigger=("messages", 2), keep=("messages", 1), max_summary_tokens=60
+    )
+    agent, planner = make_agent(capability)
+    history: list[ModelMessage] = [
+        ModelRequest([UserPromptPart("x")]),
+        ModelResponse([TextPart("y")]),
+    ]
+    agent.run_sync("z", message_history=history, conversation_id="o")
+    summary = texts(planner.seen[-1])[0].split("\n", 1)[1]  # a history brings no prompt
+    assert summary.endswith("in May.")
+    assert len(summary) <= 4 * 60
+    assert (capability.stats.cut_over_budget, capability.stats.summarizer_errors) == (1, 0)
+    assert len(asked) == 2  # the summary, then the condense call
+
+
+def test_cut_replies_refused_when_asked_degrade_to_the_messages() -> None:
+    def cut(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse([TextPart("cut summary")], finish_reason="length")
+
+    capability = CachedSummarization(
+        FunctionModel(cut), trigger=("messages", 2), keep=("messages", 1), on_truncated="raise"
+    )
+    agent, planner = make_agent(capability)
+    history: list[ModelMessage] = [
+        ModelRequest([UserPromptPart("x")]),
+        ModelResponse([TextPart("y")]),
+    ]
+    agent.run_sync("z", message_history=history, conversation_id="c")  # it still answers
+    assert texts(planner.seen[-1]) == ["x", "y", "z"]
+    assert (capability.stats.truncated_replies, capability.stats.summarizer_errors) == (2, 1)

@@ -250,6 +250,8 @@ class LLMServer:
         context_tokens: The context size: a prompt of more tokens is rejected with HTTP 400
             (``None``: no limit).
         api_key: The key every request must carry (``None``: any or none).
+        bounds_reply: ``False``: the request's ``max_tokens`` is ignored and the reply is never
+            cut, as llama.cpp's servers ignore ``max_completion_tokens``.
     """
 
     def __init__(self) -> None:
@@ -258,6 +260,7 @@ class LLMServer:
         self.text: Callable[[str, dict[str, Any]], str] = default_text
         self.context_tokens: int | None = None
         self.api_key: str | None = None
+        self.bounds_reply = True
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -361,7 +364,8 @@ class LLMServer:
                 if self._delay_or_drop(reply):
                     return
                 text = reply.text if reply.text is not None else server.text(self.path, body)
-                answer = _Answer.to(body, text, prompt_tokens(self.path, body))
+                bounded = body if server.bounds_reply else {}
+                answer = _Answer.to(bounded, text, prompt_tokens(self.path, body))
                 self._send(
                     reply.status, make(reply.status, str(body.get("model")), answer), reply.headers
                 )

@@ -50,7 +50,7 @@ from slimcache.core.settings.groups import (
     takes_messages_summary_ms,
 )
 from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy, sends_previous
-from slimcache.core.summarizer import Prompts, Summarizer, summarizer_name
+from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer, summarizer_name
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
     RememberingCounter,
@@ -98,6 +98,7 @@ class CompressorOptions(TypedDict, total=False):
     summarizer_timeout: float | None
     on_summarizer_error: Literal["raise", "uncompressed"]
     on_store_error: Literal["raise", "bypass"]
+    on_over_budget: OnOverBudget
     summarizer_id: str | None
     reuse_entries: Literal["matching", "any"]
     lock_wait: float
@@ -139,6 +140,7 @@ class CompressorSettings:
     summarizer_timeout: float | None = None
     on_summarizer_error: Literal["raise", "uncompressed"] = "raise"
     on_store_error: Literal["raise", "bypass"] = "raise"
+    on_over_budget: OnOverBudget = "cut"
     summarizer_id: str | None = None
     reuse_entries: Literal["matching", "any"] = "matching"
     lock_wait: float = 30.0
@@ -185,7 +187,7 @@ class CompressorSettings:
             summarizer_id=self.summarizer_id,
         )
         timeouts = Timeouts(self.summarizer_timeout, self.store_timeout)
-        ErrorHandling(self.on_summarizer_error, self.on_store_error)
+        ErrorHandling(self.on_summarizer_error, self.on_store_error, self.on_over_budget)
         coordination = Coordination(self.lock_wait, self.lease_ttl, self.single_writer)
         Refresh(self.refresh, self.ceiling, trigger)
         hooks = Hooks(self.on_evict, self.on_compress, self.on_cache_hit, self.on_error)
@@ -284,6 +286,7 @@ class Derived:
             timeout=settings.summarizer_timeout,
             emit=self.emit,
             bound=self.bound,
+            on_over_budget=settings.on_over_budget,
         )
         self.writer = IndexWriter(self.rules, settings.checkpoints)
 

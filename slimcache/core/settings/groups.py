@@ -389,6 +389,7 @@ class ErrorHandling:
     Attributes:
         on_summarizer_error: ``"raise"`` or ``"uncompressed"``.
         on_store_error: ``"raise"`` or ``"bypass"``.
+        on_over_budget: ``"cut"`` or ``"raise"``.
 
     Raises:
         ConfigurationError: Naming the first attribute that is wrong.
@@ -396,10 +397,12 @@ class ErrorHandling:
 
     on_summarizer_error: str = "raise"
     on_store_error: str = "raise"
+    on_over_budget: str = "cut"
 
     def __post_init__(self) -> None:
         check_choice("on_summarizer_error", self.on_summarizer_error, ("raise", "uncompressed"))
         check_choice("on_store_error", self.on_store_error, ("raise", "bypass"))
+        check_choice("on_over_budget", self.on_over_budget, ("cut", "raise"))
 
 
 @dataclass(frozen=True)
