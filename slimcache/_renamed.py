@@ -36,51 +36,8 @@ MODULES: dict[str, str] = {
 
 _STORE_IO = "slimcache.core.store_io"
 
-# The settings were one module, which re-exported the checks; they are a package of three now.
-_SETTINGS = {
-    **{
-        name: ("slimcache.core.settings.groups", name)
-        for name in (
-            "DEFAULT_KEEP",
-            "DEFAULT_MAX_INPUT_TOKENS",
-            "DEFAULT_SUMMARY_TEMPLATE",
-            "INPUT_TOKENS_PER_SUMMARY_TOKEN",
-            "SUMMARY_ROLES",
-            "CacheOptions",
-            "Coordination",
-            "ErrorHandling",
-            "Hooks",
-            "InputBoundSetting",
-            "SummaryFormat",
-            "Timeouts",
-            "call_hook",
-            "resolve_policies",
-            "takes_messages_summary_ms",
-        )
-    },
-    **{
-        name: ("slimcache.core.settings.checks", name)
-        for name in (
-            "check_callables",
-            "check_choice",
-            "check_flag",
-            "check_input_room",
-            "check_lock_wait",
-            "check_max_input_tokens",
-            "check_message_overhead",
-            "check_seconds_or_none",
-            "check_store",
-            "check_summarizer",
-            "check_template",
-            "check_token_counter",
-            "fingerprints_by_id",
-        )
-    },
-}
-
 NAMES: dict[str, dict[str, tuple[str, str]]] = {
     "slimcache.core.producing": {"Work": ("slimcache.core.request", "Work")},
-    "slimcache.core.settings": _SETTINGS,
     "slimcache.core.thread_cache": {
         "StoreIO": (_STORE_IO, "StoreIO"),
         "bounds_itself": (_STORE_IO, "bounds_itself"),

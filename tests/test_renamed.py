@@ -121,3 +121,23 @@ def test_an_old_module_name_warns_in_a_fresh_process_and_a_new_one_does_not() ->
     assert run("import slimcache.recipes.compressor_snapshot").returncode == 0
     unknown = run("import slimcache.core.no_such_module")
     assert "No module named 'slimcache.core.no_such_module'" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("Timeouts", "slimcache.core.settings.groups"),
+        ("check_store", "slimcache.core.settings.checks"),
+    ],
+)
+def test_the_settings_names_still_import_from_the_package_with_a_warning(
+    name: str, home: str
+) -> None:
+    import slimcache.core.settings
+
+    with pytest.warns(DeprecationWarning, match=f"it is now {home}.{name}") as caught:
+        found = getattr(slimcache.core.settings, name)
+    assert caught[0].filename == __file__
+    assert found is getattr(importlib.import_module(home), name)
+    with pytest.raises(AttributeError):
+        slimcache.core.settings.nothing_by_this_name  # type: ignore[attr-defined]  # noqa: B018

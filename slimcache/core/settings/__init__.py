@@ -9,11 +9,19 @@
   object, checked through the groups, and what is derived from them, once per distinct set.
 """
 
+import warnings
 from typing import TYPE_CHECKING
 
-from slimcache import _renamed
-
-# The groups and checks were served from here when the settings were one module: served for one
-# more release, with a warning.
 if not TYPE_CHECKING:
-    __getattr__ = _renamed.served_from(__name__)
+
+    def __getattr__(name: str) -> object:
+        """The groups and checks, served from here as when the settings were one module, for
+        one more release, with a warning."""
+        from slimcache.core.settings import checks, groups
+
+        for module in (groups, checks):
+            if name in module.__all__:
+                message = f"{__name__}.{name} is deprecated: it is now {module.__name__}.{name}"
+                warnings.warn(message, DeprecationWarning, stacklevel=2)
+                return getattr(module, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
