@@ -13,6 +13,7 @@ from slimcache._exceptions import ConfigurationError, StoreError
 from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
+    DatabaseTarget,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
@@ -24,6 +25,8 @@ from slimcache.stores.protocol import (
 )
 
 __all__ = ["MemoryStore"]
+
+_IN_MEMORY = DatabaseTarget("memory")
 
 
 class MemoryStore:
@@ -83,6 +86,11 @@ class MemoryStore:
         by the compressor as any store is (see :class:`SupportsCallTimeout`).
         """
         return 0.0 if type(self) is MemoryStore else None
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """``db.system.name="memory"``: this process's memory (see :class:`DatabaseTarget`)."""
+        return _IN_MEMORY
 
     def _live(self, key: str, now: float) -> str | None:
         item = self._data.get(key)

@@ -15,6 +15,7 @@ __all__ = [
     "Abilities",
     "CompareAndDeleteOp",
     "CompareAndSetOp",
+    "DatabaseTarget",
     "DeleteOp",
     "GetOp",
     "SetIfAbsentOp",
@@ -25,6 +26,7 @@ __all__ = [
     "SupportsCallTimeout",
     "SupportsClose",
     "SupportsCompareAndSet",
+    "SupportsDatabaseTarget",
     "SupportsGetMany",
     "SupportsOwnExpiry",
     "SupportsSetIfAbsent",
@@ -317,6 +319,40 @@ class SupportsClose(Protocol):
 
     async def aclose(self) -> None:
         """Release every resource the store holds; the store is unusable afterwards."""
+        ...
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    """What a store's calls reach, in the words of OpenTelemetry's database conventions.
+
+    :mod:`slimcache.telemetry` reports each store call with these attributes; a store that
+    has no :class:`SupportsDatabaseTarget` is reported under its class name.
+
+    Attributes:
+        system: ``db.system.name``: ``"redis"``, ``"postgresql"``, ``"sqlite"``, ... (one of
+            the conventions' well-known values where one applies).
+        address: ``server.address``: the host name, IP address or socket path.
+        port: ``server.port``.
+        namespace: ``db.namespace``: the database (a PostgreSQL database name, a Redis
+            database index, a bucket).
+        collection: ``db.collection.name``: the table (or other collection) the entries are in.
+    """
+
+    system: str
+    address: str | None = None
+    port: int | None = None
+    namespace: str | None = None
+    collection: str | None = None
+
+
+@runtime_checkable
+class SupportsDatabaseTarget(Protocol):
+    """Optional ability: the store says which database its calls reach, for telemetry."""
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """The database, server and table this store's calls reach."""
         ...
 
 

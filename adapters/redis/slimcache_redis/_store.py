@@ -24,6 +24,7 @@ from slimcache import ConfigurationError
 from slimcache.stores import (
     DEFAULT_STORE_TIMEOUT,
     CallBoundedStore,
+    DatabaseTarget,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
@@ -49,7 +50,7 @@ from slimcache_redis._commands import (
     ttl_ms,
 )
 from slimcache_redis._reads import CoalescedReads
-from slimcache_redis._url import check_prefix, client_from_url
+from slimcache_redis._url import check_prefix, client_from_url, database_target
 
 __all__ = ["RedisStore"]
 
@@ -156,6 +157,7 @@ class RedisStore(CallBoundedStore):
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
         self._compare_and_set = client.register_script(COMPARE_AND_SET)
         self._compare_and_delete = client.register_script(COMPARE_AND_DELETE)
+        self._target = database_target(client)
 
     @classmethod
     def from_url(
@@ -233,6 +235,11 @@ class RedisStore(CallBoundedStore):
     def prefix(self) -> str:
         """The prefix prepended to every key."""
         return self._prefix
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """Redis, its server and database index, as telemetry reports them."""
+        return self._target
 
     def _key(self, key: str) -> bytes:
         name = check_str("key", key)

@@ -23,10 +23,10 @@ from botocore.exceptions import (
 )
 
 from slimcache import ConfigurationError
-from slimcache.stores import DEFAULT_STORE_TIMEOUT, BoundedStore, validate_ttl
+from slimcache.stores import DEFAULT_STORE_TIMEOUT, BoundedStore, DatabaseTarget, validate_ttl
 from slimcache_s3._keys import encode_body, object_key, validate_prefix
 from slimcache_s3._objects import EXPIRES_AT, Objects, describe_key
-from slimcache_s3._url import client_from_url, validate_bucket_name
+from slimcache_s3._url import client_from_url, endpoint_of, validate_bucket_name
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -98,6 +98,7 @@ class S3Store(BoundedStore):
         self._prefix = validate_prefix(prefix)
         self._clock = clock
         self._objects = Objects(client, self._bucket, clock)
+        self._target = DatabaseTarget("aws.s3", *endpoint_of(client), self._bucket)
         config = getattr(getattr(client, "meta", None), "config", None)
         pool = getattr(config, "max_pool_connections", None)
         self._concurrency = pool if isinstance(pool, int) and pool > 0 else 10
@@ -195,6 +196,11 @@ class S3Store(BoundedStore):
     def client(self) -> S3Client:
         """The boto3 S3 client the store calls."""
         return self._client
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """S3, its endpoint's host and port and the bucket, as telemetry reports them."""
+        return self._target
 
     def object_key(self, key: str) -> str:
         """Return the S3 object key that holds store key ``key``.

@@ -31,6 +31,7 @@ from slimcache.stores import (
     CallBoundedStore,
     CompareAndDeleteOp,
     CompareAndSetOp,
+    DatabaseTarget,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
@@ -159,6 +160,14 @@ class SQLStore(CallBoundedStore):
         )
         if dialect == "sqlite":
             install_sqlite_pragmas(engine, busy)
+        url = engine.url
+        self._target = DatabaseTarget(
+            dialect,
+            url.host,
+            url.port,
+            url.database if dialect == "postgresql" else None,  # SQLite's is a file path
+            table,
+        )
 
     @classmethod
     def from_url(
@@ -236,6 +245,11 @@ class SQLStore(CallBoundedStore):
     def table(self) -> Table:
         """The SQLAlchemy table holding the entries."""
         return self._table
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """SQLite or PostgreSQL, its server, database and table, as telemetry reports them."""
+        return self._target
 
     def __repr__(self) -> str:
         return f"SQLStore(dialect={self._dialect!r}, table={self._table.name!r})"
