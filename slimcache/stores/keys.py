@@ -85,7 +85,7 @@ _PLAIN_ID = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_PLAIN_ID_LENGTH}}}")
 _PLAIN_INT_BITS = 421
 
 
-def encode_thread_id(thread_id: str | int) -> str:
+def encode_thread_id(thread_id: str | int, *, name: str = "thread_id") -> str:
     """Encode a thread id into a key-safe, injective form.
 
     Letters, digits, ``_``, ``.`` and ``-`` stay as they are; every other character (``:``,
@@ -93,28 +93,32 @@ def encode_thread_id(thread_id: str | int) -> str:
     than ``MAX_PLAIN_ID_LENGTH`` becomes ``~`` plus the SHA-256 of the id; ``~`` never appears
     in a plain encoding, so the two forms cannot collide.
 
+    Args:
+        thread_id: The id.
+        name: What the caller calls the id, for the error message.
+
     Raises:
-        InvalidInput: If the id is empty or not a string or integer.
+        InvalidInput: If the id is empty, only whitespace, or not a string or integer.
     """
     if type(thread_id) is str and _PLAIN_ID.fullmatch(thread_id):
         return thread_id
     if type(thread_id) is int and thread_id.bit_length() <= _PLAIN_INT_BITS:
         return str(thread_id)
     if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)):
-        raise InvalidInput(
-            f"thread_id must be a string or an integer, got {type(thread_id).__name__}"
-        )
+        raise InvalidInput(f"{name} must be a string or an integer, got {type(thread_id).__name__}")
     if isinstance(thread_id, int):
         if thread_id.bit_length() > MAX_INT_ID_BITS:
             raise InvalidInput(
-                f"an integer thread_id must have at most {MAX_INT_ID_DIGITS} digits; "
+                f"an integer {name} must have at most {MAX_INT_ID_DIGITS} digits; "
                 "pass a longer id as a string"
             )
         text = str(thread_id)
     else:
         text = thread_id
     if not text:
-        raise InvalidInput("thread_id must not be empty")
+        raise InvalidInput(f"{name} must not be empty")
+    if not text.strip():  # a blank id is as surely a mistake as an empty one
+        raise InvalidInput(f"{name} must not be only whitespace, got {text!r}")
     encoded = quote(text, safe="", errors="surrogatepass").replace("~", "%7E")
     if len(encoded) > MAX_PLAIN_ID_LENGTH:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -144,11 +148,17 @@ class ThreadKeys:
         thread_id: The thread id (encoded with :func:`encode_thread_id`).
         namespace: Optional namespace put before every key, e.g. ``"myapp"``; it is separated
             from the rest by ``:`` (added when missing).
+        name: What the caller calls the id, for the error message of a malformed one.
+
+    Raises:
+        InvalidInput: The id is malformed (see :func:`encode_thread_id`).
     """
 
-    def __init__(self, thread_id: str | int, namespace: str = "") -> None:
+    def __init__(
+        self, thread_id: str | int, namespace: str = "", *, name: str = "thread_id"
+    ) -> None:
         namespace = normalize_namespace(namespace)
-        self.encoded = encode_thread_id(thread_id)
+        self.encoded = encode_thread_id(thread_id, name=name)
         self.prefix = f"{namespace}thread_{self.encoded}:"
 
     def summary(self, start: int, end: int) -> str:
