@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slimcache_redis import RedisStore
 
 from slimcache import (
     ConversationWindowMemory,
@@ -20,6 +21,7 @@ from slimcache import (
     MessageThreshold,
     SlidingWindow,
     Store,
+    StoreError,
     SummarizeCompressor,
     SummaryContext,
     cached_summarizer,
@@ -28,6 +30,7 @@ from slimcache import (
 from slimcache.stores import ThreadKeys
 from slimcache.sync import Runner, default_runner, drain, run
 from tests.fakes import RecordingSummarizer, chat
+from tests.servers.redis_server import RedisServer
 from tests.servers.sync_stores import SYNC_STORE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,6 +117,31 @@ def test_requests_after_the_first_still_work(sync_store: StoreMaker) -> None:
     assert [m["content"] for m in summarizer.calls[1].messages] == [
         m["content"] for m in longer[7:11]
     ]
+
+
+def test_a_store_used_from_a_closed_loop_says_to_use_sync_run(redis_server: RedisServer) -> None:
+    # The workaround that comes to mind: asyncio.run on each request, with one store. Redis's
+    # connections stay with the loop that opened them (the SQL stores' do not).
+    store = RedisStore.from_url(redis_server.url, prefix="closed-loop:")
+    compressor = SummarizeCompressor(
+        RecordingSummarizer(), store, trigger=MessageThreshold(6), keep=KeepMessages(4)
+    )
+
+    async def handle(*, last: bool = False) -> None:
+        try:
+            await compressor.compress(chat(10), thread_id="chat-42")
+        finally:
+            if last:
+                await store.aclose()
+
+    asyncio.run(handle())
+    with pytest.raises(StoreError) as caught:
+        asyncio.run(handle(last=True))  # the connection is the first loop's, now closed
+    assert str(caught.value).endswith(
+        "from synchronous code, call slimcache through slimcache.sync.run, which keeps one "
+        "loop for the process"
+    )
+    assert isinstance(caught.value.__cause__, RuntimeError)
 
 
 def test_eight_threads_on_one_thread_id_summarize_each_range_once(sync_store: StoreMaker) -> None:
