@@ -17,6 +17,7 @@ from slimcache_redis import RedisStore
 from slimcache import (
     ConversationWindowMemory,
     KeepMessages,
+    MemoryStore,
     Message,
     MessageThreshold,
     SlidingWindow,
@@ -142,6 +143,36 @@ def test_a_store_used_from_a_closed_loop_says_to_use_sync_run(redis_server: Redi
         "loop for the process"
     )
     assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+class ClosesCounted(MemoryStore):
+    """A memory store that counts its aclose calls, and on which loop they ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed_on: list[int] = []  # the loops' ids
+
+    async def aclose(self) -> None:
+        self.closed_on.append(id(asyncio.get_running_loop()))
+        await super().aclose()
+
+
+def test_a_runner_closes_the_stores_given_it_before_its_loop_goes(
+    redis_server: RedisServer,
+) -> None:
+    runner = Runner()
+    redis = RedisStore.from_url(redis_server.url, prefix="closed-with:")
+    runner.run(redis.set("key", "value"))  # a connection on the runner's loop
+    kept, closed_first = ClosesCounted(), ClosesCounted()
+    loop = runner.run(_running_loop())
+    for store in (redis, kept, closed_first):
+        runner.close_with(store)
+    runner.run(closed_first.aclose())  # closed by its owner, which takes its request back
+    runner.forget(closed_first)
+    runner.close()
+    assert redis.closed
+    assert kept.closed_on == [loop]
+    assert closed_first.closed_on == [loop]  # once, by its owner
 
 
 def test_eight_threads_on_one_thread_id_summarize_each_range_once(sync_store: StoreMaker) -> None:

@@ -26,10 +26,10 @@ from slimcache.core.policy import Manual
 from slimcache.core.results import CompressionResult, Stats
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.core.truncation import OnTruncated, check_on_truncated
 from slimcache.frameworks.compression import OnSummarizerError
+from slimcache.frameworks.stores import StoreHandle
 from slimcache.langchain._convert import from_langchain
 from slimcache.langchain._sizes import (
     ContextSize,
@@ -207,7 +207,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         self._summarizer = summarizer
         self._refresh, self._ceiling_spec = refresh, ceiling
         self._needs_size = needs_context_size(trigger, keep) or ceiling_needs_context_size(ceiling)
-        self._store: Store = MemoryStore()  # replaced below once every argument is checked
+        self._handle = StoreHandle(MemoryStore(), owned=False)  # replaced once all are checked
         self._lock = threading.Lock()
         self._compressor: SummarizeCompressor | None = None
         self._fallback: SummarizeCompressor | None = None
@@ -215,7 +215,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         # Every argument is checked now, also when the context size is known only later; the
         # store last, so that one opened from a URL is never left unclosed by an error.
         probe = self._build(_PROBE_CONTEXT_SIZE if self._needs_size else None)
-        self._store, self._owns_store = open_store_argument(store)
+        self._handle = StoreHandle.of(store)
         if not self._needs_size:
             self._compressor = self._build(None)
             self._fallback = self._build(None, fallback=True)
@@ -226,7 +226,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
     @property
     def store(self) -> Store:
         """The store the summaries are kept in."""
-        return self._store
+        return self._handle.store
 
     @property
     def stats(self) -> Stats:
@@ -247,15 +247,12 @@ class CachedSummarizationMiddleware(AgentMiddleware):
 
     def close(self) -> None:
         """Close the store when this middleware opened it from a URL; a store passed in stays
-        open."""
-        if self._owns_store:  # on the loop the store's connections belong to
-            default_runner().run(close_owned_store(self._store, self._owns_store))
+        open. One left open is closed at exit, on the loop its connections belong to."""
+        self._handle.close()
 
     async def aclose(self) -> None:
         """:meth:`close`, from async code."""
-        if self._owns_store:
-            closing = close_owned_store(self._store, self._owns_store)
-            await asyncio.wrap_future(default_runner().submit(closing))
+        await self._handle.aclose()
 
     def wrap_model_call(
         self,
@@ -288,7 +285,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         spec = self._ceiling_spec
         return SummarizeCompressor(
             self._summarizer,
-            self._store,
+            self._handle.store,
             trigger=Manual() if fallback else trigger,
             keep=keep,
             summary_role="system",
