@@ -136,12 +136,14 @@ def _model_attributes(summarizer: object) -> dict[str, str]:
 
     A summarizer tells them with a ``model`` attribute, a model name (slimcache's own
     summarizers) or a framework's model object that has a ``model_name`` or ``model`` (a
-    LangChain chat model, a Pydantic AI model), and a ``provider`` name of its own or its
-    model's ``system`` (Pydantic AI's name for it).
+    LangChain chat model, also one bound with ``with_retry``, a Pydantic AI model), and a
+    ``provider`` name of its own or its model's ``system`` (Pydantic AI's name for it).
     """
     attributes = {"gen_ai.operation.name": _CHAT}
     try:
-        model = getattr(summarizer, "model", None)
+        model: Any = getattr(summarizer, "model", None)
+        while getattr(model, "bound", None) is not None:  # a LangChain binding (with_retry)
+            model = model.bound
         name = _text(model) or _text(getattr(model, "model_name", None))
         name = name or _text(getattr(model, "model", None))
         provider = _text(getattr(summarizer, "provider", None))
