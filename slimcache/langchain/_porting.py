@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, cast
 
 from langchain.chat_models import init_chat_model
 from langchain_core.exceptions import ModelError
@@ -50,10 +50,11 @@ __all__ = [
     "text_counter",
 ]
 
-DEFAULT_TRIGGER: TriggerSpec = ("messages", 50)
+# Sizes go through cast, which tells "messages" here from the store-key word it also is.
+DEFAULT_TRIGGER: TriggerSpec = cast("ContextSize", ("messages", 50))
 """Summarize once the verbatim messages reach 50 (LangChain's middleware: never, by default)."""
 
-DEFAULT_KEEP: ContextSize = ("messages", 20)
+DEFAULT_KEEP: ContextSize = cast("ContextSize", ("messages", 20))
 """Keep the last 20 messages verbatim, as LangChain's middleware does."""
 
 InputBound = Union[int, Literal["auto"], None]  # noqa: UP007
@@ -102,7 +103,7 @@ def read_deprecated(
             stacklevel=3,
         )
         if keep == DEFAULT_KEEP:
-            keep = ("messages", value)
+            keep = cast("ContextSize", ("messages", value))
     return trigger, keep
 
 

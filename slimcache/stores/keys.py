@@ -28,20 +28,23 @@ import re
 import sys
 from array import array
 from collections.abc import Sequence
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from slimcache._exceptions import ConfigurationError, InvalidInput
 
 __all__ = [
+    "HEADS",
     "MAX_INT_ID_DIGITS",
     "MAX_PLAIN_ID_LENGTH",
     "SUFFIXES",
     "ThreadKeys",
     "WrappedKeys",
+    "decode_thread_id",
     "encode_thread_id",
     "fingerprint_chain",
     "fingerprint_range",
     "normalize_namespace",
+    "thread_of",
 ]
 
 # Encoded ids longer than this are replaced by a digest, keeping keys short enough for S3
@@ -77,6 +80,15 @@ SUFFIXES = frozenset(
     }
 )
 """Every literal a key's suffix starts with (see the grammar in this module's docstring)."""
+
+HEADS = {
+    _INDEX: "compressor",
+    _HISTORY: "window memory",
+    _SESSION: "compaction",
+    _WRAPPED + _INDEX: "cached_summarizer",
+}
+"""The suffixes of the one key each front door keeps a thread under, and the front door's name:
+a thread is in the store while one of them is."""
 
 # An id made only of characters percent-encoding keeps, short enough to stay plain, is its own
 # encoding: the common case (a UUID, a database key) skips the encoder.
@@ -124,6 +136,24 @@ def encode_thread_id(thread_id: str | int, *, name: str = "thread_id") -> str:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return f"~{digest}"
     return encoded
+
+
+def decode_thread_id(encoded: str) -> str | None:
+    """The thread id :func:`encode_thread_id` made ``encoded`` of; ``None`` for a long one,
+    kept as its hash (``~`` and 64 hex digits). An integer id comes back as its digits."""
+    if encoded.startswith("~"):
+        return None
+    return unquote(encoded, errors="surrogatepass")
+
+
+def thread_of(key: str, namespace: str = "") -> tuple[str, str] | None:
+    """The encoded thread id and the suffix of a key of ``namespace``, or ``None`` for a key
+    that is not one (see the grammar above)."""
+    prefix = f"{normalize_namespace(namespace)}thread_"
+    encoded, colon, suffix = key[len(prefix) :].partition(":")
+    if not key.startswith(prefix) or not colon or not encoded:
+        return None
+    return encoded, suffix
 
 
 def normalize_namespace(namespace: object) -> str:

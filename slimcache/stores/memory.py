@@ -87,6 +87,25 @@ class MemoryStore:
         """
         return 0.0 if type(self) is MemoryStore else None
 
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Up to ``count`` live keys that start with ``prefix``, in order, after ``cursor``
+        (see :class:`~slimcache.stores.SupportsScanKeys`)."""
+        positive_int("count", count)
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            found = sorted(
+                key
+                for key, (_, expires) in self._data.items()
+                if key.startswith(prefix)
+                and (cursor is None or key > cursor)
+                and (expires is None or expires > now)
+            )
+        page = found[:count]
+        return page, page[-1] if len(found) > count else None
+
     @property
     def database_target(self) -> DatabaseTarget:
         """``db.system.name="memory"``: this process's memory (see :class:`DatabaseTarget`)."""

@@ -29,6 +29,7 @@ __all__ = [
     "SupportsDatabaseTarget",
     "SupportsGetMany",
     "SupportsOwnExpiry",
+    "SupportsScanKeys",
     "SupportsSetIfAbsent",
     "abilities",
     "call_bound",
@@ -319,6 +320,31 @@ class SupportsClose(Protocol):
 
     async def aclose(self) -> None:
         """Release every resource the store holds; the store is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class SupportsScanKeys(Protocol):
+    """Optional ability: list the keys that start with a prefix, a bounded page at a time.
+
+    ``slimcache threads URL`` lists a store's threads with it. The memory store reads its
+    dict, Redis ``SCAN``, the SQL store one ``SELECT`` a page, and S3 lists objects.
+    """
+
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Some of the keys that start with ``prefix``, and where the next page starts.
+
+        Args:
+            prefix: What the keys start with.
+            cursor: ``None`` for the first page; then the cursor the previous page returned.
+            count: How many keys a page holds, about (Redis's ``SCAN`` takes it as a hint).
+
+        Returns:
+            The page's keys, and the cursor of the next page (``None``: there is none). A key
+            that stays in the store while the pages are read is listed at least once.
+        """
         ...
 
 

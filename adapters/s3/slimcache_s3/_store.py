@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -334,6 +335,31 @@ class S3Store(BoundedStore):
         """
         name = self.object_key(key)
         await self._run("delete", key, name, lambda: self._objects.delete(name))
+
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Up to ``count`` keys that start with ``prefix``, after ``cursor``: one
+        ``ListObjectsV2`` (see :class:`~slimcache.stores.SupportsScanKeys`). A key too long for
+        an object key of its own (kept under its hash) is not listed; an expired entry that no
+        read has deleted yet is.
+
+        Raises:
+            StoreError: S3 failed.
+        """
+        listed = object_key(self._prefix, prefix)
+        after = "" if cursor is None else object_key(self._prefix, cursor)
+
+        def page() -> Any:
+            return self._client.list_objects_v2(
+                Bucket=self._bucket, Prefix=listed, MaxKeys=count, StartAfter=after
+            )
+
+        reply = await self._run("scan_keys", prefix, listed, page)
+        start = len(object_key(self._prefix, ""))
+        names = [item["Key"][start:] for item in reply.get("Contents", [])]
+        keys = [unquote(name, errors="surrogatepass") for name in names]
+        return keys, keys[-1] if reply.get("IsTruncated") and keys else None
 
     async def aclose(self) -> None:
         """Stop the store's threads and close the boto3 client; the store is unusable afterwards.

@@ -563,6 +563,21 @@ class SQLStore(CallBoundedStore):
             about="expired rows",
         )
 
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Up to ``count`` live keys that start with ``prefix``, after ``cursor``, in order: one
+        ``SELECT`` (see :class:`~slimcache.stores.SupportsScanKeys`).
+
+        Raises:
+            StoreError: The database failed or did not answer in time.
+        """
+        limits = {"prefix": prefix, "length": len(prefix), "limit": count + 1}
+        query = Query("scan_keys", {**limits, "after": cursor or ""}, ROWS)
+        rows = await self._run("scan_keys", OneStep(query, list), write=False, about=prefix)
+        keys = [str(row[0]) for row in rows][:count]
+        return keys, keys[-1] if len(rows) > count else None
+
     # -- lifetime ------------------------------------------------------------------------------
 
     async def aclose(self) -> None:
