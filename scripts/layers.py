@@ -43,9 +43,11 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "base",
         "the exception types; the helper that gives public names their public module; the "
-        "list of what the process remembers; old names of moved modules and names",
+        "list of what the process remembers; old names of moved modules and names; the pip "
+        "install that adds an extra",
         (
             "slimcache._exceptions",
+            "slimcache._install",
             "slimcache._public",
             "slimcache._process",
             "slimcache._renamed",

@@ -30,8 +30,10 @@ import atexit
 import concurrent.futures
 import contextvars
 import inspect
+import logging
 import os
 import threading
+import weakref
 from collections.abc import Awaitable, Coroutine
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -41,6 +43,8 @@ from slimcache.core.background import refreshes
 __all__ = ["Runner", "default_runner", "drain", "run"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger("slimcache")
 
 # How long close() waits for the loop's thread to finish its clean-up.
 _CLOSE_TIMEOUT = 10.0
@@ -68,6 +72,8 @@ class Runner:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._closed = False
+        # Stores to close on the loop before it goes (see close_with), while they live.
+        self._to_close: weakref.WeakSet[Any] = weakref.WeakSet()
 
     @property
     def closed(self) -> bool:
@@ -133,8 +139,30 @@ class Runner:
         """
         return self.run(refreshes.drain(timeout))
 
+    def close_with(self, store: object) -> None:
+        """Have :meth:`close` close ``store`` (its ``aclose()``) on this loop, if it is still
+        open by then, before the loop goes.
+
+        For a store a front door opened from a URL and uses through this runner: one the
+        application never closes (a middleware made once, at start-up) is then closed at exit
+        rather than left with its connections open. Only a reference that lets ``store`` be
+        garbage-collected is kept; :meth:`forget` takes it back once the store is closed.
+        """
+        try:
+            self._to_close.add(store)
+        except TypeError:  # a store that cannot be referred to weakly (or hashed) stays as is
+            return
+
+    def forget(self, store: object) -> None:
+        """Take back :meth:`close_with` (the store was closed by its owner)."""
+        try:
+            self._to_close.discard(store)
+        except TypeError:
+            return
+
     def close(self) -> None:
-        """Cancel what is still running, stop the loop and its thread, and close the loop.
+        """Cancel what is still running, close the stores given to :meth:`close_with`, stop the
+        loop and its thread, and close the loop.
 
         Background refreshes still running are cancelled too, leaving the cache as it was:
         :meth:`drain` first to let them end. Calling it again does nothing. Calls made
@@ -146,10 +174,12 @@ class Runner:
             self._closed = True
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            stores = list(self._to_close)
+            self._to_close = weakref.WeakSet()
         if loop is None or thread is None or self._pid != os.getpid():
             return
         if thread.is_alive():
-            asyncio.run_coroutine_threadsafe(_wind_down(), loop)
+            asyncio.run_coroutine_threadsafe(_wind_down(stores), loop)
             thread.join(_CLOSE_TIMEOUT)
         if not thread.is_alive():
             loop.close()
@@ -250,14 +280,20 @@ def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
     loop.run_forever()
 
 
-async def _wind_down() -> None:
-    """On the loop, at close: cancel what runs, finish generators and the executor, stop."""
+async def _wind_down(stores: list[Any]) -> None:
+    """On the loop, at close: cancel what runs, close ``stores``, finish generators and the
+    executor, stop."""
     loop = asyncio.get_running_loop()
     current = asyncio.current_task()
     pending = [task for task in asyncio.all_tasks(loop) if task is not current]
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
+    for store in stores:
+        try:
+            await store.aclose()
+        except Exception:  # one store's failure to close must not keep the others open
+            logger.warning("slimcache.sync: closing %r at shutdown failed", store, exc_info=True)
     await loop.shutdown_asyncgens()
     await loop.shutdown_default_executor()
     loop.call_soon(loop.stop)

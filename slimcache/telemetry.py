@@ -9,23 +9,29 @@ reported to OpenTelemetry, through the ``opentelemetry-api`` package (``pip inst
 
     slimcache.telemetry.instrument()  # the global meter and tracer providers
 
-Until it is called nothing is imported for it and nothing is recorded. The metrics (counters of
-requests by outcome, summarizer calls and tokens, tokens saved against naive re-summarization,
-store round trips and errors, lease waits; histograms of compression and store latency) and
-the spans are listed in the guide "Watch hit rate, tokens saved and store latency". No metric
-has a thread id or message text among its attributes; spans carry ``slimcache.thread.hash``, the
-first 16 hex digits of the thread id's SHA-256.
+Until it is called nothing is imported for it and nothing is recorded. Summarizer calls and
+store calls are reported under OpenTelemetry's semantic conventions
+(``gen_ai.client.token.usage``, ``gen_ai.client.operation.duration``,
+``db.client.operation.duration``, store spans named ``{db.operation.name} {target}``); what is
+particular to a cache (requests by outcome, tokens saved against naive re-summarization, lease
+waits, compression latency) under ``slimcache.*``. The guide "Watch hit rate, tokens saved and
+store latency" lists every instrument. No metric has a thread id or message text among its
+attributes; spans carry ``slimcache.thread.hash``, the first 16 hex digits of the thread id's
+SHA-256.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
+import importlib.metadata
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from slimcache.core import recorder as _hooks
+from slimcache.stores import DatabaseTarget
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Meter, MeterProvider
@@ -37,12 +43,23 @@ if TYPE_CHECKING:
 __all__ = ["EXTRA_MESSAGE", "SCOPE", "instrument", "instrumented", "thread_hash", "uninstrument"]
 
 SCOPE = "slimcache"
-"""The instrumentation scope: the meter's and the tracer's name."""
+"""The instrumentation scope: the meter's and the tracer's name (their version is slimcache's)."""
 
 EXTRA_MESSAGE = 'slimcache.telemetry needs its extra: pip install "slimcache[otel]"'
 
 # Latency buckets in seconds, from a memory-store hit to a slow model call.
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# The buckets the semantic conventions advise for each of their histograms.
+_DB_SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)
+_GEN_AI_SECONDS = (
+    *(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64),
+    *(1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92),
+)
+_GEN_AI_TOKENS = tuple(4**power for power in range(14))  # 1, 4, 16, ... 67108864
+
+# What gen_ai.operation.name says of every summarizer call: slimcache's summarizers, and the
+# framework models it wraps, send one chat request per call.
+_CHAT = "chat"
 
 # The hashed thread id of the compression running in this context, for its store spans.
 _THREAD: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -77,9 +94,18 @@ def instrument(
         from opentelemetry import metrics, trace
     except ImportError:
         raise ImportError(EXTRA_MESSAGE) from None
-    meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE)
-    tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE)
+    version = _version()
+    meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, version)
+    tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE, version)
     _hooks.recorder = _OpenTelemetryRecorder(meter, tracer)
+
+
+def _version() -> str | None:
+    """The installed distribution's version, which the package's ``__version__`` repeats."""
+    try:
+        return importlib.metadata.version(SCOPE)
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return None
 
 
 def uninstrument() -> None:
@@ -98,6 +124,69 @@ def _error_type(exc: BaseException) -> str:
     if cause is not None and type(exc).__module__.startswith("slimcache"):
         return type(cause).__qualname__
     return type(exc).__qualname__
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _model_attributes(summarizer: object) -> dict[str, str]:
+    """The ``gen_ai.*`` attributes of a summarizer's calls: the operation, and the model and
+    provider where the summarizer tells them.
+
+    A summarizer tells them with a ``model`` attribute, a model name (slimcache's own
+    summarizers) or a framework's model object that has a ``model_name`` or ``model`` (a
+    LangChain chat model, also one bound with ``with_retry``, a Pydantic AI model), and a
+    ``provider`` name of its own or its model's ``system`` (Pydantic AI's name for it).
+    """
+    attributes = {"gen_ai.operation.name": _CHAT}
+    try:
+        model: Any = getattr(summarizer, "model", None)
+        while getattr(model, "bound", None) is not None:  # a LangChain binding (with_retry)
+            model = model.bound
+        name = _text(model) or _text(getattr(model, "model_name", None))
+        name = name or _text(getattr(model, "model", None))
+        provider = _text(getattr(summarizer, "provider", None))
+        provider = provider or _text(getattr(model, "system", None))
+    except Exception:  # a broken property tells nothing
+        return attributes
+    if provider is not None:
+        attributes["gen_ai.provider.name"] = provider
+    if name is not None:
+        attributes["gen_ai.request.model"] = name
+    return attributes
+
+
+def _database_target(store: object) -> DatabaseTarget:
+    """What ``store`` says its calls reach; a store that does not say: its class name."""
+    try:
+        target = getattr(store, "database_target", None)
+    except Exception:  # a broken property tells nothing
+        target = None
+    return target if isinstance(target, DatabaseTarget) else DatabaseTarget(type(store).__name__)
+
+
+@functools.lru_cache(maxsize=256)
+def _db_attributes(target: DatabaseTarget) -> tuple[str, dict[str, str | int]]:
+    """The span name's ``{target}`` and the ``db.*`` and ``server.*`` attributes of ``target``."""
+    attributes: dict[str, str | int] = {"db.system.name": target.system}
+    named = {
+        "db.collection.name": target.collection,
+        "db.namespace": target.namespace,
+        "server.address": target.address,
+        "server.port": target.port,
+    }
+    attributes.update({key: value for key, value in named.items() if value is not None})
+    where = target.collection or target.namespace
+    if where is None and target.address is not None:
+        where = target.address if target.port is None else f"{target.address}:{target.port}"
+    return where or "", attributes
+
+
+def _operation(method: Callable[..., Any]) -> str:
+    """``db.operation.name``: the store method; a batch of operations is ``BATCH``."""
+    name = getattr(method, "__name__", "call")
+    return "BATCH" if name == "batch" else name
 
 
 class _OpenTelemetryRecorder:
@@ -127,23 +216,6 @@ class _OpenTelemetryRecorder:
             "{token}",
             "Naive tokens minus the tokens sent to the summarizer",
         )
-        self._summarizer_calls = meter.create_counter(
-            "slimcache.summarizer.calls", "{call}", "Summarizer calls, by task"
-        )
-        self._summarizer_tokens = meter.create_counter(
-            "slimcache.summarizer.tokens",
-            "{token}",
-            "Tokens sent to and returned by the summarizer",
-        )
-        self._store_calls = meter.create_counter(
-            "slimcache.store.calls", "{call}", "Store round trips, by operation"
-        )
-        self._store_seconds = meter.create_histogram(
-            "slimcache.store.duration",
-            "s",
-            "Time one store round trip took",
-            explicit_bucket_boundaries_advisory=_SECONDS,
-        )
         self._lease_waits = meter.create_counter(
             "slimcache.lease.waits",
             "{request}",
@@ -158,6 +230,24 @@ class _OpenTelemetryRecorder:
             "slimcache.refresh.stale_messages",
             "{message}",
             "Messages an answer's summary lagged behind while it was extended in the background",
+        )
+        self._tokens = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            "{token}",
+            "Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=_GEN_AI_TOKENS,
+        )
+        self._summarizer_seconds = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            "s",
+            "GenAI operation duration",
+            explicit_bucket_boundaries_advisory=_GEN_AI_SECONDS,
+        )
+        self._store_seconds = meter.create_histogram(
+            "db.client.operation.duration",
+            "s",
+            "Duration of database client operations",
+            explicit_bucket_boundaries_advisory=_DB_SECONDS,
         )
 
     async def compress(
@@ -203,49 +293,60 @@ class _OpenTelemetryRecorder:
         input_tokens: int,
         call: Awaitable[str],
         count: TokenCounter,
+        summarizer: object,
     ) -> str:
         """Observe one summarizer call."""
-        labels = {"slimcache.summarizer.task": task}
+        labels: dict[str, str] = {
+            **_model_attributes(summarizer),
+            "slimcache.summarizer.task": task,
+        }
         attributes: dict[str, Any] = {**labels, "slimcache.summarizer.input_tokens": input_tokens}
         if thread_id is not None:
             attributes["slimcache.thread.hash"] = thread_hash(thread_id)
-        self._summarizer_tokens.add(input_tokens, {"slimcache.token.type": "input"})
-        with self._tracer.start_as_current_span(
-            "slimcache.summarize", attributes=attributes
-        ) as span:
-            try:
-                summary = await call
-            except BaseException as exc:
-                self._summarizer_calls.add(1, {**labels, "error.type": _error_type(exc)})
-                raise
-            self._summarizer_calls.add(1, labels)
-            output = count(summary)
-            span.set_attribute("slimcache.summarizer.output_tokens", output)
-            self._summarizer_tokens.add(output, {"slimcache.token.type": "output"})
-            return summary
+        started = time.perf_counter()
+        failed: dict[str, str] = {}
+        try:
+            with self._tracer.start_as_current_span(
+                "slimcache.summarize", attributes=attributes
+            ) as span:
+                try:
+                    summary = await call
+                except BaseException as exc:
+                    failed = {"error.type": _error_type(exc)}
+                    span.set_attribute("error.type", failed["error.type"])
+                    raise
+                output = count(summary)
+                span.set_attribute("slimcache.summarizer.output_tokens", output)
+                self._tokens.record(input_tokens, {**labels, "gen_ai.token.type": "input"})
+                self._tokens.record(output, {**labels, "gen_ai.token.type": "output"})
+                return summary
+        finally:
+            seconds = time.perf_counter() - started
+            self._summarizer_seconds.record(seconds, {**labels, **failed})
 
     async def store_call(
         self, store: object, method: Callable[..., Any], call: Awaitable[_T]
     ) -> _T:
         """Observe one store round trip."""
-        operation = getattr(method, "__name__", "call")
-        labels = {
-            "slimcache.store.operation": operation,
-            "slimcache.store.type": type(store).__name__,
-        }
-        attributes = dict(labels)
+        operation = _operation(method)
+        where, target = _db_attributes(_database_target(store))
+        labels: dict[str, str | int] = {**target, "db.operation.name": operation}
+        attributes: dict[str, Any] = dict(labels)
         if (hashed := _THREAD.get()) is not None:
             attributes["slimcache.thread.hash"] = hashed
+        name = f"{operation} {where}" if where else operation
         started = time.perf_counter()
         try:
-            name = f"slimcache.store.{operation}"
-            with self._tracer.start_as_current_span(name, kind=self._client, attributes=attributes):
-                return await call
-        except BaseException as exc:
-            labels = {**labels, "error.type": _error_type(exc)}
-            raise
+            with self._tracer.start_as_current_span(
+                name, kind=self._client, attributes=attributes
+            ) as span:
+                try:
+                    return await call
+                except BaseException as exc:
+                    labels = {**labels, "error.type": _error_type(exc)}
+                    span.set_attribute("error.type", labels["error.type"])
+                    raise
         finally:
-            self._store_calls.add(1, labels)
             self._store_seconds.record(time.perf_counter() - started, labels)
 
     def lease_waited(self) -> None:

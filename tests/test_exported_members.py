@@ -189,6 +189,7 @@ def test_messages_exports_the_message_vocabulary_and_nothing_internal() -> None:
     assert set(slimcache.messages.__all__) == {
         "Conversation",
         "Message",
+        "TiktokenCounter",
         "TokenCounter",
         "approx_tokens",
         "count_message_tokens",

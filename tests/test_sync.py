@@ -12,14 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slimcache_redis import RedisStore
 
 from slimcache import (
     ConversationWindowMemory,
     KeepMessages,
+    MemoryStore,
     Message,
     MessageThreshold,
     SlidingWindow,
     Store,
+    StoreError,
     SummarizeCompressor,
     SummaryContext,
     cached_summarizer,
@@ -28,6 +31,7 @@ from slimcache import (
 from slimcache.stores import ThreadKeys
 from slimcache.sync import Runner, default_runner, drain, run
 from tests.fakes import RecordingSummarizer, chat
+from tests.servers.redis_server import RedisServer
 from tests.servers.sync_stores import SYNC_STORE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,6 +118,61 @@ def test_requests_after_the_first_still_work(sync_store: StoreMaker) -> None:
     assert [m["content"] for m in summarizer.calls[1].messages] == [
         m["content"] for m in longer[7:11]
     ]
+
+
+def test_a_store_used_from_a_closed_loop_says_to_use_sync_run(redis_server: RedisServer) -> None:
+    # The workaround that comes to mind: asyncio.run on each request, with one store. Redis's
+    # connections stay with the loop that opened them (the SQL stores' do not).
+    store = RedisStore.from_url(redis_server.url, prefix="closed-loop:")
+    compressor = SummarizeCompressor(
+        RecordingSummarizer(), store, trigger=MessageThreshold(6), keep=KeepMessages(4)
+    )
+
+    async def handle(*, last: bool = False) -> None:
+        try:
+            await compressor.compress(chat(10), thread_id="chat-42")
+        finally:
+            if last:
+                await store.aclose()
+
+    asyncio.run(handle())
+    with pytest.raises(StoreError) as caught:
+        asyncio.run(handle(last=True))  # the connection is the first loop's, now closed
+    assert str(caught.value).endswith(
+        "from synchronous code, call slimcache through slimcache.sync.run, which keeps one "
+        "loop for the process"
+    )
+    assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+class ClosesCounted(MemoryStore):
+    """A memory store that counts its aclose calls, and on which loop they ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed_on: list[int] = []  # the loops' ids
+
+    async def aclose(self) -> None:
+        self.closed_on.append(id(asyncio.get_running_loop()))
+        await super().aclose()
+
+
+def test_a_runner_closes_the_stores_given_it_before_its_loop_goes(
+    redis_server: RedisServer,
+) -> None:
+    runner = Runner()
+    redis = RedisStore.from_url(redis_server.url, prefix="closed-with:")
+    runner.run(redis.set("key", "value"))  # a connection on the runner's loop
+    kept, closed_first = ClosesCounted(), ClosesCounted()
+    loop = runner.run(_running_loop())
+    for store in (redis, kept, closed_first):
+        runner.close_with(store)
+    runner.run(closed_first.aclose())  # closed by its owner, which takes its request back
+    runner.forget(closed_first)
+    runner.close()
+    assert redis.closed
+    assert kept.closed_on == [loop]
+    assert closed_first.closed_on == [loop]  # once, by its owner
 
 
 def test_eight_threads_on_one_thread_id_summarize_each_range_once(sync_store: StoreMaker) -> None:

@@ -25,10 +25,16 @@ from slimcache import (
     Stats,
     StoreError,
     SummarizeCompressor,
+    Summarizer,
     SummaryContext,
 )
+from slimcache.llm import OpenAISummarizer
+from slimcache.pydantic_ai import PydanticAISummarizer
 from slimcache.testing import StoreFactory
-from tests.fakes import FailingStore, RecordingSummarizer, chat
+from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, chat
+from tests.servers.llm_server import LLMServer
+from tests.servers.postgres_server import PostgresServer
+from tests.servers.redis_server import RedisServer
 
 THREAD = "customer-4711"
 
@@ -60,6 +66,11 @@ class Telemetry:
             if all(point.attributes.get(k) == v for k, v in attributes.items())
         )
 
+    def tokens(self, kind: str) -> int:
+        """The tokens ``gen_ai.client.token.usage`` recorded of ``kind`` (input, output)."""
+        points = self.points("gen_ai.client.token.usage")
+        return sum(p.sum for p in points if p.attributes["gen_ai.token.type"] == kind)
+
     def finished(self, name: str) -> list[ReadableSpan]:
         return [span for span in self.spans.get_finished_spans() if span.name == name]
 
@@ -84,7 +95,7 @@ def _add(total: Stats, stats: Stats) -> None:
         setattr(total, name, getattr(total, name) + value)
 
 
-async def _replay(summarizer: RecordingSummarizer, store: Any, turns: range) -> Stats:
+async def _replay(summarizer: Summarizer, store: Any, turns: range) -> Stats:
     """A stateless server: a new compressor for each request of one growing conversation."""
     total = Stats()
     for turn in turns:
@@ -115,23 +126,150 @@ async def test_a_replay_is_counted_across_compressors(
     assert telemetry.total("slimcache.compress.requests") == total.requests
     assert telemetry.total("slimcache.compress.tokens_saved") == total.tokens_saved > 0
     assert telemetry.total("slimcache.compress.naive_tokens") == total.naive_input_tokens
-    assert telemetry.total("slimcache.summarizer.calls") == total.summarizer_calls
-    tokens = {"slimcache.token.type": "input"}
-    assert telemetry.total("slimcache.summarizer.tokens", **tokens) == (
-        total.summarizer_input_tokens
-    )
-    output = {"slimcache.token.type": "output"}
-    assert telemetry.total("slimcache.summarizer.tokens", **output) == (
-        total.summarizer_output_tokens
-    )
+    # Each summarizer call: its duration, and the tokens it was sent and returned.
+    calls = telemetry.points("gen_ai.client.operation.duration")
+    assert sum(p.count for p in calls) == total.summarizer_calls > 0
+    assert telemetry.tokens("input") == total.summarizer_input_tokens
+    assert telemetry.tokens("output") == total.summarizer_output_tokens
+    for point in [*calls, *telemetry.points("gen_ai.client.token.usage")]:
+        assert point.attributes["gen_ai.operation.name"] == "chat"
+        assert "gen_ai.request.model" not in point.attributes  # the fake names no model
 
-    latency = telemetry.points("slimcache.store.duration")
-    assert {p.attributes["slimcache.store.type"] for p in latency} == {"SQLStore"}
+    latency = telemetry.points("db.client.operation.duration")
+    assert {p.attributes["db.system.name"] for p in latency} == {"sqlite"}
+    assert {p.attributes["db.collection.name"] for p in latency} == {"slimcache_entries"}
     assert sum(p.count for p in latency) == total.store_round_trips
     assert all(p.sum > 0 for p in latency)
-    assert telemetry.total("slimcache.store.calls") == total.store_round_trips
+    assert not any("error.type" in p.attributes for p in latency)
     compress = telemetry.points("slimcache.compress.duration")
     assert sum(p.count for p in compress) == total.requests
+
+
+def _store_points(telemetry: Telemetry) -> list[dict[str, Any]]:
+    return [dict(p.attributes) for p in telemetry.points("db.client.operation.duration")]
+
+
+def _store_span_names(telemetry: Telemetry) -> set[str]:
+    return {
+        span.name
+        for span in telemetry.spans.get_finished_spans()
+        if span.attributes is not None and "db.system.name" in span.attributes
+    }
+
+
+async def test_sqlite_and_postgresql_are_told_apart(
+    telemetry: Telemetry,
+    sqlite_store_factory: StoreFactory,
+    postgres_store_factory: StoreFactory,
+    postgres_server: PostgresServer,
+) -> None:
+    await _replay(RecordingSummarizer(), await sqlite_store_factory(), range(8, 10))
+    table = "t_telemetry"
+    await _replay(RecordingSummarizer(), await postgres_store_factory(table=table), range(8, 10))
+
+    points = _store_points(telemetry)
+    sqlite = [p for p in points if p["db.system.name"] == "sqlite"]
+    postgres = [p for p in points if p["db.system.name"] == "postgresql"]
+    assert sqlite
+    assert postgres
+    assert len(sqlite) + len(postgres) == len(points)
+    assert {p["db.collection.name"] for p in sqlite} == {"slimcache_entries"}
+    assert not any("server.address" in p or "db.namespace" in p for p in sqlite)  # a file
+    for point in postgres:
+        assert point["db.collection.name"] == table
+        assert point["db.namespace"] == postgres_server.database
+        assert point["server.address"] == postgres_server.host
+        assert point["server.port"] == postgres_server.port
+    assert {p["db.operation.name"] for p in points} == {"get", "BATCH"}  # writes go in one
+    # Spans are named {db.operation.name} {db.collection.name}, as the conventions name them.
+    names = _store_span_names(telemetry)
+    assert {"get slimcache_entries", f"get {table}"} <= names
+    assert all(name.endswith((" slimcache_entries", f" {table}")) for name in names)
+
+
+async def test_a_redis_store_reports_its_server_and_database(
+    telemetry: Telemetry, redis_store_factory: StoreFactory, redis_server: RedisServer
+) -> None:
+    await _replay(RecordingSummarizer(), await redis_store_factory(), range(8, 10))
+
+    points = _store_points(telemetry)
+    assert points
+    for point in points:
+        assert point["db.system.name"] == "redis"
+        assert point["server.address"] == redis_server.host
+        assert point["server.port"] == redis_server.port
+        assert point["db.namespace"] == "0"
+    assert "get 0" in _store_span_names(telemetry)  # no collection: the database index
+
+
+async def test_the_memory_store_and_a_users_store_say_what_they_are(
+    telemetry: Telemetry,
+) -> None:
+    await _replay(RecordingSummarizer(), slimcache.open_store("memory://"), range(8, 10))
+    await _replay(RecordingSummarizer(), CountingStore(), range(8, 10))
+
+    systems = {p["db.system.name"] for p in _store_points(telemetry)}
+    assert systems == {"memory", "CountingStore"}
+    assert "get" in _store_span_names(telemetry)  # no target: the operation alone
+
+
+async def test_summarizer_calls_name_the_model_and_provider_they_reach(
+    telemetry: Telemetry, llm_server: LLMServer
+) -> None:
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("the summary")])
+
+    async with OpenAISummarizer(
+        "tiny", base_url=llm_server.openai_base_url, api_key="test-key"
+    ) as openai:
+        await _replay(openai, slimcache.open_store("memory://"), range(8, 9))
+    model = FunctionModel(reply, model_name="summarizing-function")
+    await _replay(PydanticAISummarizer(model), slimcache.open_store("memory://"), range(8, 9))
+
+    calls = telemetry.points("gen_ai.client.operation.duration")
+    told = {
+        (p.attributes["gen_ai.provider.name"], p.attributes["gen_ai.request.model"]) for p in calls
+    }
+    assert told == {("openai", "tiny"), ("function", "summarizing-function")}
+    usage = telemetry.points("gen_ai.client.token.usage")
+    assert {p.attributes["gen_ai.request.model"] for p in usage} == {"tiny", "summarizing-function"}
+    assert {p.attributes["gen_ai.token.type"] for p in usage} == {"input", "output"}
+    spans = telemetry.finished("slimcache.summarize")
+    assert {(s.attributes or {}).get("gen_ai.request.model") for s in spans} == {
+        "tiny",
+        "summarizing-function",
+    }
+
+
+async def test_the_scope_has_slimcaches_version_and_histograms_the_advised_buckets(
+    telemetry: Telemetry,
+) -> None:
+    await _replay(RecordingSummarizer(), slimcache.open_store("memory://"), range(8, 9))
+
+    data = telemetry.reader.get_metrics_data()
+    assert data is not None
+    scopes = [scope for resource in data.resource_metrics for scope in resource.scope_metrics]
+    assert [(s.scope.name, s.scope.version) for s in scopes] == [
+        ("slimcache", slimcache.__version__)
+    ]
+    spans = telemetry.spans.get_finished_spans()
+    assert spans
+    span_scopes = {span.instrumentation_scope for span in spans}
+    assert {(s.name, s.version) for s in span_scopes if s is not None} == {
+        ("slimcache", slimcache.__version__)
+    }
+    assert None not in span_scopes
+    advised = {
+        "gen_ai.client.token.usage": [4**power for power in range(14)],
+        "gen_ai.client.operation.duration": [0.01 * 2**power for power in range(14)],
+        "db.client.operation.duration": [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
+    }
+    for name, bounds in advised.items():
+        [point, *_] = telemetry.points(name)
+        assert list(point.explicit_bounds) == pytest.approx(bounds)
 
 
 async def test_spans_carry_the_hashed_thread_never_its_id_or_text(
@@ -144,7 +282,7 @@ async def test_spans_carry_the_hashed_thread_never_its_id_or_text(
     hashed = slimcache.telemetry.thread_hash(THREAD)
     compress = telemetry.finished("slimcache.compress")
     summarize = telemetry.finished("slimcache.summarize")
-    reads = telemetry.finished("slimcache.store.get")
+    reads = telemetry.finished("get slimcache_entries")
     assert len(compress) == 2
     assert summarize
     assert reads
@@ -170,8 +308,13 @@ async def test_store_and_summarizer_errors_are_counted_by_type(telemetry: Teleme
     )
     with pytest.raises(StoreError):
         await failing.compress(chat(10), thread_id=THREAD)
-    store_errors = {"error.type": "ConnectionError"}
-    assert telemetry.total("slimcache.store.calls", **store_errors) == 1
+    [failed_read] = telemetry.points("db.client.operation.duration")
+    assert failed_read.count == 1
+    assert failed_read.attributes == {
+        "db.system.name": "FailingStore",  # a store that does not say: its class
+        "db.operation.name": "get",
+        "error.type": "ConnectionError",
+    }
     errors = {"slimcache.outcome": "error", "error.type": "ConnectionError"}
     assert telemetry.total("slimcache.compress.requests", **errors) == 1
 
@@ -184,8 +327,14 @@ async def test_store_and_summarizer_errors_are_counted_by_type(telemetry: Teleme
     )
     result = await compressor.compress_detailed(chat(10), thread_id=THREAD)
     assert result.outcome == "passthrough"
-    failed = {"slimcache.summarizer.task": "summarize", "error.type": "TimeoutError"}
-    assert telemetry.total("slimcache.summarizer.calls", **failed) == 1
+    [failed_call] = telemetry.points("gen_ai.client.operation.duration")
+    assert failed_call.count == 1
+    assert failed_call.attributes == {
+        "gen_ai.operation.name": "chat",
+        "slimcache.summarizer.task": "summarize",
+        "error.type": "TimeoutError",
+    }
+    assert telemetry.points("gen_ai.client.token.usage") == []  # no reply, no usage
     passthrough = {"slimcache.outcome": "passthrough"}
     assert telemetry.total("slimcache.compress.requests", **passthrough) == 1
 

@@ -1,10 +1,10 @@
-"""The ``slimcache`` command: ``bench``, ``inspect`` and ``clear``.
+"""The ``slimcache`` command: ``bench``, ``threads``, ``inspect`` and ``clear``.
 
 typer and rich come with the ``cli`` extra (which the ``bench`` extra includes, with the dataset,
 matplotlib and the SQLite store) and are imported only when the command runs, so the library
 itself never needs them: the commands live in :mod:`slimcache.cli.bench` and
-:mod:`slimcache.cli.threads`, imported by :func:`build_app`. ``inspect`` and ``clear`` need only
-the ``cli`` extra (and the adapter of the store they are given).
+:mod:`slimcache.cli.threads`, imported by :func:`build_app`. ``threads``, ``inspect`` and
+``clear`` need only the ``cli`` extra (and the adapter of the store they are given).
 """
 
 from __future__ import annotations

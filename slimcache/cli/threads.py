@@ -1,4 +1,5 @@
-"""``slimcache inspect`` and ``slimcache clear``: look at and delete one thread's summaries.
+"""``slimcache threads``, ``slimcache inspect`` and ``slimcache clear``: list a store's threads,
+look at one thread's summaries and delete them.
 
 Imported by :func:`slimcache.cli.app.build_app` only, as it needs typer and rich (the ``bench``
 extra) at import time.
@@ -8,6 +9,8 @@ extra) at import time.
 # run time.
 
 import asyncio
+import shlex
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,10 +28,16 @@ from slimcache.cli.common import (
     open_url,
     stdout_console,
 )
-from slimcache.recipes.maintenance import RangeInfo, clear_thread, thread_ranges
+from slimcache.recipes.maintenance import (
+    RangeInfo,
+    ThreadListing,
+    clear_thread,
+    list_threads,
+    thread_ranges,
+)
 from slimcache.stores.protocol import Store
 
-__all__ = ["clear", "inspect", "register"]
+__all__ = ["clear", "inspect", "register", "threads"]
 
 UrlArgument = Annotated[str, typer.Argument(metavar="URL", help="Store URL.")]
 ThreadOption = Annotated[str, typer.Option(metavar="ID", help="Thread id.")]
@@ -38,9 +47,36 @@ NamespaceOption = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``inspect`` and ``clear`` commands to ``app``, in that order."""
+    """Add the ``threads``, ``inspect`` and ``clear`` commands to ``app``, in that order."""
+    app.command()(threads)
     app.command()(inspect)
     app.command()(clear)
+
+
+def threads(
+    url: UrlArgument,
+    namespace: NamespaceOption = "",
+    limit: Annotated[
+        int, typer.Option(metavar="N", min=1, help="List at least N threads, then stop.")
+    ] = 100,
+    cursor: Annotated[
+        str | None,
+        typer.Option(metavar="CURSOR", help="Go on where a previous listing stopped."),
+    ] = None,
+) -> None:
+    """List the threads a store holds, a page at a time: each thread id, tab, what keeps it."""
+    try:
+        handle = open_url(url)
+        listing = asyncio.run(_threads(handle, namespace, cursor, limit))
+    except CommandError as error:
+        fail(error)
+    for thread, kinds in listing.threads.items():
+        print(f"{thread}\t{', '.join(kinds)}")
+    if listing.cursor is not None:
+        again = ["slimcache", "threads", redact_url(url), "--cursor", listing.cursor]
+        if namespace:
+            again += ["--namespace", namespace]
+        print(f"more: {shlex.join(again)}", file=sys.stderr)
 
 
 def inspect(
@@ -156,6 +192,21 @@ async def _inspect(
             messages=messages,
             fingerprint="id" if fingerprint == "id" else "content",
             source="wrapped" if wrapped else "compressor",
+        )
+    except (ConfigurationError, InvalidInput) as exc:
+        raise CommandError(str(exc), USAGE_ERROR) from None
+    except SlimcacheError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}", RUN_ERROR) from None
+    finally:
+        await close_store(store)
+
+
+async def _threads(store: Store, namespace: str, cursor: str | None, limit: int) -> ThreadListing:
+    try:
+        # Pages of keys in step with the threads asked for: a thread has a few keys or more.
+        page_size = min(max(4 * limit, 10), 1000)
+        return await list_threads(
+            store, namespace=namespace, cursor=cursor, limit=limit, page_size=page_size
         )
     except (ConfigurationError, InvalidInput) as exc:
         raise CommandError(str(exc), USAGE_ERROR) from None

@@ -178,7 +178,9 @@ class SummaryProducer:
             self.summarizer, messages, context, timeout=self.timeout
         )
         if reporting.recorder is not None:  # process-wide metrics and a span, when turned on
-            call = reporting.recorder.summarize(work.thread_id, task, sent, call, self.count)
+            call = reporting.recorder.summarize(
+                work.thread_id, task, sent, call, self.count, self.summarizer
+            )
         try:
             summary = await call
         except asyncio.CancelledError:

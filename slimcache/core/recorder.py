@@ -6,7 +6,8 @@ reports costs one attribute read. :func:`slimcache.telemetry.instrument` sets a
 (:func:`observed`), a summarizer call, a store call and a wait for another worker's lease; and
 counts background refreshes and the answers served while they run.
 
-A recorder is given the thread id, never message text: it hashes the id itself.
+A recorder is given the thread id, never message text: it hashes the id itself. It is given the
+summarizer and the store, to tell which model and which database each call reaches.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ class Recorder(Protocol):
         input_tokens: int,
         call: Awaitable[str],
         count: TokenCounter,
+        summarizer: object,
     ) -> Awaitable[str]:
-        """Observe one summarizer call sent ``input_tokens``; ``count`` counts its reply."""
+        """Observe one call of ``summarizer`` sent ``input_tokens``; ``count`` counts its reply."""
         ...
 
     def store_call(

@@ -143,6 +143,26 @@ def _words(what: str | Callable[[], str]) -> str:
     return what if isinstance(what, str) else what()
 
 
+# What asyncio and the drivers say when a connection is used from another event loop than the
+# one it was opened in (asyncio.run per request, with a store made once).
+_OTHER_LOOP = ("Event loop is closed", "attached to a different loop", "different event loop")
+
+_OTHER_LOOP_HINT = (
+    "; the store's connections belong to an event loop that has closed or is not this one "
+    "(asyncio.run on each request opens a new loop): from synchronous code, call slimcache "
+    "through slimcache.sync.run, which keeps one loop for the process"
+)
+"""Added to a store error that came of a connection used from another event loop."""
+
+
+def _from_another_loop(exc: BaseException) -> bool:
+    """Whether ``exc``, or the driver error it wraps, says its connection has another loop."""
+    for error in (exc, exc.__cause__):
+        if isinstance(error, RuntimeError) and any(text in str(error) for text in _OTHER_LOOP):
+            return True
+    return False
+
+
 class StoreIO:
     """Calls the store, each call bounded by ``timeout`` seconds and counted in ``stats``.
 
@@ -215,12 +235,16 @@ class StoreIO:
             self.stats.store_errors += 1
             self.timeouts += 1
             raise
-        except StoreError:
+        except StoreError as exc:
             self.stats.store_errors += 1
+            if _from_another_loop(exc):
+                raise StoreError(f"{exc}{_OTHER_LOOP_HINT}") from exc.__cause__
             raise
         except Exception as exc:
             self.stats.store_errors += 1
-            raise StoreError(f"store {_words(what)} failed: {type(exc).__name__}: {exc}") from exc
+            hint = _OTHER_LOOP_HINT if _from_another_loop(exc) else ""
+            failed = f"store {_words(what)} failed: {type(exc).__name__}: {exc}{hint}"
+            raise StoreError(failed) from exc
 
     def _ttl(self, method: str, ttl: float | None) -> dict[str, float]:
         """The ``ttl`` keyword to pass: none when there is no TTL, or the store takes none."""

@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_CONDENSE_PROMPT",
     "DEFAULT_EXTEND_PROMPT",
     "DEFAULT_SUMMARIZE_PROMPT",
+    "MESSAGES_PLACEHOLDER",
     "Kept",
     "OnOverBudget",
     "Prompts",
@@ -134,6 +135,10 @@ class SummarizerReport:
     truncated_accepted: int = 0
 
 
+MESSAGES_PLACEHOLDER = "{messages}"
+"""Where a prompt that holds it gets the previous summary and the transcript."""
+
+
 @dataclass(frozen=True)
 class SummaryContext:
     """Everything a summarizer needs besides the messages.
@@ -161,21 +166,35 @@ class SummaryContext:
     report: SummarizerReport = field(default_factory=SummarizerReport, compare=False, repr=False)
 
     def to_prompt(self, messages: Sequence[Message]) -> str:
-        """Render the whole request as one text: prompt, previous summary, transcript."""
-        parts = [self.prompt]
+        """Render the whole request as one text: prompt, previous summary, transcript.
+
+        A prompt that holds ``{messages}`` (as LangChain's summary prompts do) gets the previous
+        summary and the transcript in its place; any other is followed by them.
+        """
+        body = self._body(messages)
+        if MESSAGES_PLACEHOLDER in self.prompt:
+            return self.prompt.replace(MESSAGES_PLACEHOLDER, body or "(nothing to summarize)")
+        return f"{self.prompt}\n\n{body}" if body else self.prompt
+
+    def to_chat(self, messages: Sequence[Message]) -> list[dict[str, str]]:
+        """Render the request as chat messages for a chat-completions API: the prompt as the
+        system message and the rest as the user's, or, for a prompt that holds ``{messages}``,
+        the whole request as one user message (as LangChain sends its summary prompt)."""
+        if MESSAGES_PLACEHOLDER in self.prompt:
+            return [{"role": "user", "content": self.to_prompt(messages)}]
+        return [
+            {"role": "system", "content": self.prompt},
+            {"role": "user", "content": self._body(messages) or "(nothing to summarize)"},
+        ]
+
+    def _body(self, messages: Sequence[Message]) -> str:
+        """The previous summary and the transcript, as the prompt is followed by them."""
+        parts = []
         if self.previous_summary is not None:
             parts.append(f"Summary so far:\n{self.previous_summary}")
         if messages:
             parts.append(f"Messages:\n{render_transcript(messages)}")
         return "\n\n".join(parts)
-
-    def to_chat(self, messages: Sequence[Message]) -> list[dict[str, str]]:
-        """Render the request as chat messages for a chat-completions API."""
-        body = self.to_prompt(messages)[len(self.prompt) :].lstrip("\n")
-        return [
-            {"role": "system", "content": self.prompt},
-            {"role": "user", "content": body or "(nothing to summarize)"},
-        ]
 
 
 Summarizer = Callable[

@@ -4,7 +4,8 @@ The one rule of every front door (:mod:`slimcache.core.store_argument`): a store
 the caller's (to use and to close); a URL is opened with :func:`~slimcache.open_store` by the
 front door, which owns the store and closes it in its ``close()`` / ``aclose()``; ``None`` is a
 :class:`~slimcache.MemoryStore` of the front door's own. Here the store is closed on slimcache's
-event loop, where a framework's integration runs its compressions.
+event loop, where a framework's integration runs its compressions; one the application never
+closes is closed there at exit, before the loop goes (:meth:`~slimcache.sync.Runner.close_with`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class StoreHandle:
             MissingExtraError: The URL's adapter is not installed.
         """
         opened, owned = open_store_argument(store)
+        if owned:
+            default_runner().close_with(opened)
         return cls(opened, owned=owned)
 
     async def aclose(self) -> None:
@@ -50,6 +53,7 @@ class StoreHandle:
         if not self.owned or self._closed or close is None:
             return
         self._closed = True
+        default_runner().forget(self.store)
         await asyncio.wrap_future(default_runner().submit(close()))
 
     def close(self) -> None:
@@ -58,4 +62,5 @@ class StoreHandle:
         if not self.owned or self._closed or close is None:
             return
         self._closed = True
+        default_runner().forget(self.store)
         default_runner().run(close())

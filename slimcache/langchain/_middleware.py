@@ -17,30 +17,38 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable
 from langgraph.config import get_config
-from langgraph.constants import TAG_NOSTREAM
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.compressor import SummarizeCompressor
-from slimcache.core.policy import Manual
+from slimcache.core.policy import Manual, Trigger
 from slimcache.core.results import CompressionResult, Stats
-from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.core.truncation import OnTruncated, check_on_truncated
 from slimcache.frameworks.compression import OnSummarizerError
-from slimcache.langchain._convert import from_langchain
-from slimcache.langchain._sizes import (
+from slimcache.frameworks.sizes import (
     ContextSize,
     TriggerSpec,
-    ceiling_from,
-    ceiling_needs_context_size,
-    keep_from,
+    ceiling_policy,
+    keep_policy,
     needs_context_size,
-    trigger_from,
+    trigger_policy,
 )
-from slimcache.langchain._summarizer import LangChainSummarizer, check_max_tokens_kwarg
+from slimcache.frameworks.stores import StoreHandle
+from slimcache.langchain._convert import from_langchain
+from slimcache.langchain._porting import (
+    DEFAULT_KEEP,
+    DEFAULT_TRIGGER,
+    InputBound,
+    input_bound,
+    prompts_for,
+    read_deprecated,
+    summary_writer,
+    text_counter,
+)
+from slimcache.langchain._summarizer import check_max_tokens_kwarg
 from slimcache.messages import TokenCounter, approx_tokens
 from slimcache.stores import MemoryStore, Store
 from slimcache.sync import default_runner
@@ -89,12 +97,26 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             messages in the state, the summary and the verbatim messages; the system prompt is
             not counted, as in LangChain); ``("fraction", f)`` when they reach that fraction
             of the model's context window; a dict of those that must all be reached; or a
-            list of sizes and dicts of which any one suffices.
+            list of sizes and dicts of which any one suffices. ``None`` never summarizes, as
+            in LangChain's middleware.
         keep: How much stays verbatim once summarized: ``("messages", n)``, ``("tokens", n)``
             or ``("fraction", f)``. An assistant message is never parted from its tool
             results. It must be below a trigger of the same unit.
-        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``); see
-            :func:`~slimcache.langchain.as_token_counter` for LangChain's counters.
+        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``), or a message list's
+            as LangChain's counters do (``count_tokens_approximately``; any function whose
+            first parameter is ``messages``), read through
+            :func:`~slimcache.langchain.as_token_counter`.
+        summary_prompt: LangChain's: a prompt with ``{messages}``, formatted as LangChain
+            formats it and sent as one human message with the messages (and the previous
+            summary, when extending) in its place. Instead of ``prompts``.
+        trim_tokens_to_summarize: The most tokens one summarizer call is sent (the
+            compressor's ``max_input_tokens``): the rest is folded in by further calls.
+            ``"auto"`` (default): four times ``max_summary_tokens``, at least 6,000; ``None``:
+            no bound.
+        summarizer: LangChain's: a chat model or model string that writes the summaries in
+            place of ``model`` (which then only tells the context window), or a function or
+            ``Runnable`` from the messages to the summary text, given the previous summary
+            first when extending.
         max_summary_tokens: The summary's token budget.
         prompts: The prompts the summarizer gets (default: slimcache's).
         summary_template: The summary's text as the model sees it; ``{summary}``,
@@ -140,6 +162,10 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             ``("messages", n)``, ``("tokens", n)`` or ``("fraction", f)``; above a trigger of
             the same unit.
 
+    LangChain's deprecated ``max_tokens_before_summary`` and ``messages_to_keep`` work too, with
+    its ``DeprecationWarning``. A chat model's summary call is tried up to three times, as
+    LangChain's middleware tries it.
+
     A fraction is of the context window in the profile of the agent's model
     (``model.profile["max_input_tokens"]``), else of ``model``'s, read at the first call.
 
@@ -153,9 +179,12 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         model: str | BaseChatModel | Summarizer,
         store: Store | str | None = None,
         *,
-        trigger: TriggerSpec = ("messages", 50),
-        keep: ContextSize = ("messages", 20),
-        token_counter: TokenCounter = approx_tokens,
+        trigger: TriggerSpec | None = DEFAULT_TRIGGER,
+        keep: ContextSize = DEFAULT_KEEP,
+        token_counter: TokenCounter | Callable[..., int] = approx_tokens,
+        summary_prompt: str | None = None,
+        trim_tokens_to_summarize: InputBound = "auto",
+        summarizer: str | BaseChatModel | Runnable[Any, str] | Callable[..., Any] | None = None,
         max_summary_tokens: int = 1000,
         prompts: Prompts | None = None,
         summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
@@ -169,21 +198,16 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         max_tokens_kwarg: str | None = None,
         refresh: Literal["inline", "background"] = "inline",
         ceiling: ContextSize | None = None,
+        **deprecated: Any,
     ) -> None:
         super().__init__()
+        trigger, keep = read_deprecated(trigger, keep, deprecated)
         _check_refresh(refresh, ceiling)
-        if summary_placement not in ("system", "human"):
-            raise ConfigurationError(
-                f'summary_placement must be "system" or "human", got {summary_placement!r}'
-            )
-        if on_summarizer_error not in ("degrade", "uncompressed", "raise"):
-            raise ConfigurationError(
-                "on_summarizer_error must be 'degrade', 'uncompressed' or 'raise', "
-                f"got {on_summarizer_error!r}"
-            )
+        _check_choices(summary_placement, on_summarizer_error)
         self._chat_model = _chat_model(model)
-        summarizer = _summarizer(
+        writer = summary_writer(
             model,
+            summarizer,
             self._chat_model,
             check_on_truncated(on_truncated),
             check_max_tokens_kwarg(max_tokens_kwarg),
@@ -193,9 +217,10 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         self._keep_spec = keep
         self._placement: Placement = summary_placement
         self._options: dict[str, Any] = {
-            "token_counter": token_counter,
+            "token_counter": text_counter(token_counter),
+            "max_input_tokens": input_bound(trim_tokens_to_summarize),
             "max_summary_tokens": max_summary_tokens,
-            "prompts": prompts,
+            "prompts": prompts_for(summary_prompt, prompts),
             "summary_template": summary_template,
             "namespace": namespace,
             "ttl": ttl,
@@ -204,18 +229,20 @@ class CachedSummarizationMiddleware(AgentMiddleware):
             "on_store_error": on_store_error,
             "on_over_budget": on_over_budget,
         }
-        self._summarizer = summarizer
+        self._summarizer = writer
         self._refresh, self._ceiling_spec = refresh, ceiling
-        self._needs_size = needs_context_size(trigger, keep) or ceiling_needs_context_size(ceiling)
-        self._store: Store = MemoryStore()  # replaced below once every argument is checked
+        # (A malformed ceiling is refused by the probe below, naming the ceiling.)
+        ceiling_fraction = isinstance(ceiling, tuple) and ceiling[:1] == ("fraction",)
+        self._needs_size = ceiling_fraction or needs_context_size(trigger or keep, keep)
+        self._handle = StoreHandle(MemoryStore(), owned=False)  # replaced once all are checked
         self._lock = threading.Lock()
         self._compressor: SummarizeCompressor | None = None
         self._fallback: SummarizeCompressor | None = None
         self._warned_no_thread = False
         # Every argument is checked now, also when the context size is known only later; the
         # store last, so that one opened from a URL is never left unclosed by an error.
-        probe = self._build(_PROBE_CONTEXT_SIZE if self._needs_size else None)
-        self._store, self._owns_store = open_store_argument(store)
+        probe = _named_for_langchain(self._build, _PROBE_CONTEXT_SIZE if self._needs_size else None)
+        self._handle = StoreHandle.of(store)
         if not self._needs_size:
             self._compressor = self._build(None)
             self._fallback = self._build(None, fallback=True)
@@ -226,7 +253,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
     @property
     def store(self) -> Store:
         """The store the summaries are kept in."""
-        return self._store
+        return self._handle.store
 
     @property
     def stats(self) -> Stats:
@@ -247,15 +274,12 @@ class CachedSummarizationMiddleware(AgentMiddleware):
 
     def close(self) -> None:
         """Close the store when this middleware opened it from a URL; a store passed in stays
-        open."""
-        if self._owns_store:  # on the loop the store's connections belong to
-            default_runner().run(close_owned_store(self._store, self._owns_store))
+        open. One left open is closed at exit, on the loop its connections belong to."""
+        self._handle.close()
 
     async def aclose(self) -> None:
         """:meth:`close`, from async code."""
-        if self._owns_store:
-            closing = close_owned_store(self._store, self._owns_store)
-            await asyncio.wrap_future(default_runner().submit(closing))
+        await self._handle.aclose()
 
     def wrap_model_call(
         self,
@@ -283,17 +307,19 @@ class CachedSummarizationMiddleware(AgentMiddleware):
     def _build(self, context_size: int | None, *, fallback: bool = False) -> SummarizeCompressor:
         """The compressor; ``fallback``: the same one, but it never summarizes, and so serves
         the newest cached summary that matches the history (or the messages as they are)."""
-        trigger = trigger_from(self._trigger_spec, context_size)
-        keep = keep_from(self._keep_spec, trigger, context_size)
         spec = self._ceiling_spec
+        trigger: Trigger = Manual()  # no trigger: never summarize, as LangChain's middleware
+        if self._trigger_spec is not None:
+            trigger = trigger_policy(self._trigger_spec, context_size)
+        keep = keep_policy(self._keep_spec, trigger, context_size)
         return SummarizeCompressor(
             self._summarizer,
-            self._store,
+            self._handle.store,
             trigger=Manual() if fallback else trigger,
             keep=keep,
             summary_role="system",
             refresh=self._refresh,
-            ceiling=None if spec is None else ceiling_from(spec, trigger, context_size),
+            ceiling=None if spec is None else ceiling_policy(spec, trigger, context_size),
             **self._options,
         )
 
@@ -367,6 +393,38 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         return request.override(system_message=_merged(request.system_message, text), messages=kept)
 
 
+def _named_for_langchain(
+    build: Callable[[int | None], SummarizeCompressor], context_size: int | None
+) -> SummarizeCompressor:
+    """``build(context_size)``, its errors naming the keywords as LangChain's middleware names
+    them (``trim_tokens_to_summarize``, the compressor's ``max_input_tokens``)."""
+    try:
+        return build(context_size)
+    except ConfigurationError as exc:
+        message = str(exc)
+        if not message.startswith("max_input_tokens"):
+            raise
+        renamed = "trim_tokens_to_summarize" + message[len("max_input_tokens") :]
+        raise ConfigurationError(renamed) from None
+
+
+def _check_choices(summary_placement: object, on_summarizer_error: object) -> None:
+    """Each is one of its words.
+
+    Raises:
+        ConfigurationError: Naming the argument at fault.
+    """
+    if summary_placement not in ("system", "human"):
+        raise ConfigurationError(
+            f'summary_placement must be "system" or "human", got {summary_placement!r}'
+        )
+    if on_summarizer_error not in ("degrade", "uncompressed", "raise"):
+        raise ConfigurationError(
+            "on_summarizer_error must be 'degrade', 'uncompressed' or 'raise', "
+            f"got {on_summarizer_error!r}"
+        )
+
+
 def _check_refresh(refresh: object, ceiling: object) -> None:
     """``refresh`` is one of its two words, and ``ceiling`` is given with ``"background"`` only.
 
@@ -392,31 +450,6 @@ def _chat_model(model: object) -> BaseChatModel | None:
         except (ValueError, ImportError) as exc:
             raise ConfigurationError(f"model {model!r}: {exc}") from exc
     return model if isinstance(model, BaseChatModel) else None
-
-
-def _summarizer(
-    model: object,
-    chat_model: BaseChatModel | None,
-    on_truncated: OnTruncated,
-    max_tokens_kwarg: str | None,
-) -> Summarizer:
-    if chat_model is None:
-        if not callable(model):
-            raise ConfigurationError(
-                "model must be a chat model, a model string such as 'openai:gpt-4o-mini', or "
-                f"a slimcache summarizer (messages, context) -> str; got {model!r}"
-            )
-        check_summarizer(model)
-        return model
-    # Not streamed into the agent's output; called through the sync client (see the class).
-    config: Any = {"tags": [TAG_NOSTREAM], "run_name": "slimcache_summary"}
-    return LangChainSummarizer(
-        chat_model,
-        method="invoke",
-        config=config,
-        on_truncated=on_truncated,
-        max_tokens_kwarg=max_tokens_kwarg,
-    )
 
 
 def _context_size(model: object) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
@@ -113,7 +114,8 @@ class LangChainSummarizer:
     """Makes a LangChain chat model (or any runnable taking messages) a slimcache summarizer.
 
     Each call sends ``to_langchain(context.to_chat(messages))`` (a ``SystemMessage`` with the
-    task's prompt and a ``HumanMessage`` with the previous summary and the transcript) through
+    task's prompt and a ``HumanMessage`` with the previous summary and the transcript; a prompt
+    that holds ``{messages}`` goes as one ``HumanMessage`` with them in its place) through
     ``model.ainvoke`` (or ``model.invoke``, see ``method``) and returns the reply's text.
     Retries and timeouts are the model's own (``ChatOpenAI(max_retries=...)``,
     ``.with_retry()``).
@@ -188,13 +190,12 @@ class LangChainSummarizer:
             SummarizerError: The reply has no text, or it is cut at the budget even when asked
                 for a shorter summary (with ``on_truncated="raise"``).
         """
-        chat = context.to_chat(messages)
         options = self._budget_options(context.max_tokens)
         if self.config is not None:
             options["config"] = self.config
 
         async def complete(prompt: str) -> Reply:
-            sent = to_langchain([{"role": "system", "content": prompt}, *chat[1:]])
+            sent = to_langchain(dataclasses.replace(context, prompt=prompt).to_chat(messages))
             if self.method == "invoke":
                 reply = await _on_summarizer_thread(self.model.invoke, sent, **options)
             else:

@@ -17,6 +17,7 @@ from slimcache.messages.checks import CheckedMessages as CheckedMessages
 from slimcache.messages.checks import check_messages as check_messages
 from slimcache.messages.checks import ids_as_records as ids_as_records
 from slimcache.messages.conversation import Conversation, unwrap_messages, wrap_messages
+from slimcache.messages.tiktoken_counter import TiktokenCounter
 from slimcache.messages.tokens import DEFAULT_MESSAGE_OVERHEAD as DEFAULT_MESSAGE_OVERHEAD
 from slimcache.messages.tokens import NON_TEXT_PART_TOKENS as NON_TEXT_PART_TOKENS
 from slimcache.messages.tokens import LazyTokens as LazyTokens
@@ -32,6 +33,7 @@ from slimcache.messages.types import MessageT as MessageT
 __all__ = [
     "Conversation",
     "Message",
+    "TiktokenCounter",
     "TokenCounter",
     "approx_tokens",
     "count_message_tokens",

@@ -28,7 +28,8 @@ an SDK's message type (the OpenAI SDK's ``ChatCompletionMessageParam``, Anthropi
 message slimcache adds is a plain ``{"role": ..., "content": ...}`` dict of the same shape."""
 
 TokenCounter = Callable[[str], int]
-"""Counts the tokens of a text; plug in tiktoken or your provider's tokenizer."""
+"""Counts the tokens of a text: :class:`~slimcache.messages.TiktokenCounter` (OpenAI's tokenizer),
+your provider's tokenizer, or any function of a text."""
 
 ROLES = frozenset({"system", "developer", "user", "human", "assistant", "ai", "tool"})
 ROLE_ALIASES = {"human": "user", "ai": "assistant"}

@@ -21,11 +21,27 @@ from slimcache.messages import Message, check_messages
 from slimcache.recipes.summarizer_ranges import WrapHistory
 from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
-from slimcache.stores.keys import ThreadKeys
-from slimcache.stores.protocol import Store
+from slimcache.stores.keys import (
+    HEADS,
+    ThreadKeys,
+    decode_thread_id,
+    normalize_namespace,
+    thread_of,
+)
+from slimcache.stores.protocol import Store, SupportsScanKeys, positive_int
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
 
-__all__ = ["RangeInfo", "clear_thread", "thread_ranges"]
+__all__ = [
+    "MAX_PAGES",
+    "RangeInfo",
+    "ThreadListing",
+    "clear_thread",
+    "list_threads",
+    "thread_ranges",
+]
+
+MAX_PAGES = 20
+"""Pages of keys one :func:`list_threads` call reads at most before it hands back a cursor."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,71 @@ class RangeInfo:
         if self.created_at is None:
             return None
         return max(0.0, (time.time() if now is None else now) - self.created_at)
+
+
+@dataclass(frozen=True)
+class ThreadListing:
+    """A page of the threads a store holds.
+
+    Attributes:
+        threads: Each thread id (``~`` and a hash for an id too long to keep as it is) and
+            the front doors that keep it (``compressor``, ``window memory``, ``compaction``,
+            ``cached_summarizer``), in key order (Redis: in no order).
+        cursor: Where the next page starts, for ``list_threads(cursor=...)``; ``None``: the
+            listing is complete.
+    """
+
+    threads: dict[str, tuple[str, ...]]
+    cursor: str | None
+
+
+async def list_threads(
+    store: Store,
+    *,
+    namespace: str = "",
+    cursor: str | None = None,
+    limit: int = 100,
+    page_size: int = 500,
+) -> ThreadListing:
+    """List the threads ``store`` holds under ``namespace``, a bounded page at a time.
+
+    The store's keys are read ``page_size`` at a time (a Redis ``SCAN``, one SQL ``SELECT``,
+    one S3 listing) until ``limit`` threads are found, the keys run out, or
+    :data:`MAX_PAGES` pages were read; the cursor returned goes on from there. A thread listed
+    at the end of one page may be listed again at the start of the next (Redis: anywhere).
+
+    Args:
+        store: A store with ``scan_keys`` (:class:`~slimcache.stores.SupportsScanKeys`).
+        namespace: The namespace the front doors were given.
+        cursor: ``None`` for the first page, then the cursor the previous one returned.
+        limit: Threads to list, at least (all those of the last page of keys read).
+        page_size: Keys one read of the store returns, about.
+
+    Raises:
+        ConfigurationError: The store cannot list its keys, or an argument is invalid.
+        StoreError: The store failed.
+    """
+    if not isinstance(store, SupportsScanKeys):
+        raise ConfigurationError(
+            f"{type(store).__name__} cannot list its keys (it has no scan_keys), so its "
+            "threads cannot be listed"
+        )
+    positive_int("limit", limit)
+    positive_int("page_size", page_size)
+    prefix = f"{normalize_namespace(namespace)}thread_"
+    found: dict[str, list[str]] = {}
+    for _ in range(MAX_PAGES):
+        keys, cursor = await store.scan_keys(prefix, cursor=cursor, count=page_size)
+        for key in keys:
+            parsed = thread_of(key, namespace)
+            if parsed is not None and parsed[1] in HEADS:
+                thread = decode_thread_id(parsed[0]) or parsed[0]
+                kinds = found.setdefault(thread, [])
+                if HEADS[parsed[1]] not in kinds:
+                    kinds.append(HEADS[parsed[1]])
+        if cursor is None or len(found) >= limit:
+            break
+    return ThreadListing({thread: tuple(kinds) for thread, kinds in found.items()}, cursor)
 
 
 def _store_io(store: Store, store_timeout: float | None) -> StoreIO:

@@ -296,7 +296,7 @@ class SlidingWindow:
         refresh: RefreshMode = "inline",
         ceiling: Trigger | None = None,
     ) -> None:
-        self._keys = ThreadKeys(id, namespace)
+        self._keys = ThreadKeys(id, namespace, name="id")
         positive_int("window_size", window_size)
         batch = _batch_of(window_size, batch)
         # Checked under its own name first: the group would call it max_summary_tokens.

@@ -481,7 +481,8 @@ class TokenWindowMemory(_MessageHistory):
         store: Any slimcache store, or a store URL (see :class:`ConversationWindowMemory`).
         max_tokens: Token budget of the loaded messages, counted as ``count_message_tokens``
             does (text, tool calls, name, plus 4 per message).
-        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``; plug in tiktoken).
+        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``;
+            :class:`~slimcache.messages.TiktokenCounter` counts with OpenAI's tokenizer).
         namespace: Namespace of every key.
         ttl: Seconds each stored entry lives (see :class:`ConversationWindowMemory`).
         chunk_size: Messages per stored chunk.

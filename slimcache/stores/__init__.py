@@ -2,13 +2,15 @@
 
 - the :class:`Store` protocol and its optional abilities (``Supports*``) and batch operations;
 - :class:`MemoryStore`, the embedded default and the reference implementation;
-- the adapter-author toolkit: bounded, error-translating calls and option helpers;
+- the adapter-author toolkit: bounded, error-translating calls and option helpers, and
+  :func:`pip_install`, the install command to name in a missing driver's error;
 - :func:`open_store`, which picks a store by URL through the ``slimcache.stores`` entry points;
 - what slimcache keeps in a store, to inspect it: the keys (:class:`ThreadKeys`,
   :func:`encode_thread_id`) and the entries (:class:`SummaryEntry`, :class:`ThreadIndex`,
   :class:`RangeRef`).
 """
 
+from slimcache._install import pip_install
 from slimcache._public import publish as _publish
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys, encode_thread_id
@@ -16,6 +18,7 @@ from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
+    DatabaseTarget,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
@@ -26,8 +29,10 @@ from slimcache.stores.protocol import (
     SupportsCallTimeout,
     SupportsClose,
     SupportsCompareAndSet,
+    SupportsDatabaseTarget,
     SupportsGetMany,
     SupportsOwnExpiry,
+    SupportsScanKeys,
     SupportsSetIfAbsent,
     call_bound,
     expires_by_itself,
@@ -62,6 +67,7 @@ __all__ = [
     "ClosingStore",
     "CompareAndDeleteOp",
     "CompareAndSetOp",
+    "DatabaseTarget",
     "DeleteOp",
     "GetOp",
     "MemoryStore",
@@ -75,8 +81,10 @@ __all__ = [
     "SupportsCallTimeout",
     "SupportsClose",
     "SupportsCompareAndSet",
+    "SupportsDatabaseTarget",
     "SupportsGetMany",
     "SupportsOwnExpiry",
+    "SupportsScanKeys",
     "SupportsSetIfAbsent",
     "ThreadIndex",
     "ThreadKeys",
@@ -90,6 +98,7 @@ __all__ = [
     "encode_thread_id",
     "expires_by_itself",
     "open_store",
+    "pip_install",
     "positive_int",
     "redact_url",
     "reject_unknown_options",

@@ -28,20 +28,23 @@ import re
 import sys
 from array import array
 from collections.abc import Sequence
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from slimcache._exceptions import ConfigurationError, InvalidInput
 
 __all__ = [
+    "HEADS",
     "MAX_INT_ID_DIGITS",
     "MAX_PLAIN_ID_LENGTH",
     "SUFFIXES",
     "ThreadKeys",
     "WrappedKeys",
+    "decode_thread_id",
     "encode_thread_id",
     "fingerprint_chain",
     "fingerprint_range",
     "normalize_namespace",
+    "thread_of",
 ]
 
 # Encoded ids longer than this are replaced by a digest, keeping keys short enough for S3
@@ -78,6 +81,15 @@ SUFFIXES = frozenset(
 )
 """Every literal a key's suffix starts with (see the grammar in this module's docstring)."""
 
+HEADS = {
+    _INDEX: "compressor",
+    _HISTORY: "window memory",
+    _SESSION: "compaction",
+    _WRAPPED + _INDEX: "cached_summarizer",
+}
+"""The suffixes of the one key each front door keeps a thread under, and the front door's name:
+a thread is in the store while one of them is."""
+
 # An id made only of characters percent-encoding keeps, short enough to stay plain, is its own
 # encoding: the common case (a UUID, a database key) skips the encoder.
 _PLAIN_ID = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_PLAIN_ID_LENGTH}}}")
@@ -85,7 +97,7 @@ _PLAIN_ID = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_PLAIN_ID_LENGTH}}}")
 _PLAIN_INT_BITS = 421
 
 
-def encode_thread_id(thread_id: str | int) -> str:
+def encode_thread_id(thread_id: str | int, *, name: str = "thread_id") -> str:
     """Encode a thread id into a key-safe, injective form.
 
     Letters, digits, ``_``, ``.`` and ``-`` stay as they are; every other character (``:``,
@@ -93,33 +105,55 @@ def encode_thread_id(thread_id: str | int) -> str:
     than ``MAX_PLAIN_ID_LENGTH`` becomes ``~`` plus the SHA-256 of the id; ``~`` never appears
     in a plain encoding, so the two forms cannot collide.
 
+    Args:
+        thread_id: The id.
+        name: What the caller calls the id, for the error message.
+
     Raises:
-        InvalidInput: If the id is empty or not a string or integer.
+        InvalidInput: If the id is empty, only whitespace, or not a string or integer.
     """
     if type(thread_id) is str and _PLAIN_ID.fullmatch(thread_id):
         return thread_id
     if type(thread_id) is int and thread_id.bit_length() <= _PLAIN_INT_BITS:
         return str(thread_id)
     if isinstance(thread_id, bool) or not isinstance(thread_id, (str, int)):
-        raise InvalidInput(
-            f"thread_id must be a string or an integer, got {type(thread_id).__name__}"
-        )
+        raise InvalidInput(f"{name} must be a string or an integer, got {type(thread_id).__name__}")
     if isinstance(thread_id, int):
         if thread_id.bit_length() > MAX_INT_ID_BITS:
             raise InvalidInput(
-                f"an integer thread_id must have at most {MAX_INT_ID_DIGITS} digits; "
+                f"an integer {name} must have at most {MAX_INT_ID_DIGITS} digits; "
                 "pass a longer id as a string"
             )
         text = str(thread_id)
     else:
         text = thread_id
     if not text:
-        raise InvalidInput("thread_id must not be empty")
+        raise InvalidInput(f"{name} must not be empty")
+    if not text.strip():  # a blank id is as surely a mistake as an empty one
+        raise InvalidInput(f"{name} must not be only whitespace, got {text!r}")
     encoded = quote(text, safe="", errors="surrogatepass").replace("~", "%7E")
     if len(encoded) > MAX_PLAIN_ID_LENGTH:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return f"~{digest}"
     return encoded
+
+
+def decode_thread_id(encoded: str) -> str | None:
+    """The thread id :func:`encode_thread_id` made ``encoded`` of; ``None`` for a long one,
+    kept as its hash (``~`` and 64 hex digits). An integer id comes back as its digits."""
+    if encoded.startswith("~"):
+        return None
+    return unquote(encoded, errors="surrogatepass")
+
+
+def thread_of(key: str, namespace: str = "") -> tuple[str, str] | None:
+    """The encoded thread id and the suffix of a key of ``namespace``, or ``None`` for a key
+    that is not one (see the grammar above)."""
+    prefix = f"{normalize_namespace(namespace)}thread_"
+    encoded, colon, suffix = key[len(prefix) :].partition(":")
+    if not key.startswith(prefix) or not colon or not encoded:
+        return None
+    return encoded, suffix
 
 
 def normalize_namespace(namespace: object) -> str:
@@ -144,11 +178,17 @@ class ThreadKeys:
         thread_id: The thread id (encoded with :func:`encode_thread_id`).
         namespace: Optional namespace put before every key, e.g. ``"myapp"``; it is separated
             from the rest by ``:`` (added when missing).
+        name: What the caller calls the id, for the error message of a malformed one.
+
+    Raises:
+        InvalidInput: The id is malformed (see :func:`encode_thread_id`).
     """
 
-    def __init__(self, thread_id: str | int, namespace: str = "") -> None:
+    def __init__(
+        self, thread_id: str | int, namespace: str = "", *, name: str = "thread_id"
+    ) -> None:
         namespace = normalize_namespace(namespace)
-        self.encoded = encode_thread_id(thread_id)
+        self.encoded = encode_thread_id(thread_id, name=name)
         self.prefix = f"{namespace}thread_{self.encoded}:"
 
     def summary(self, start: int, end: int) -> str:

@@ -13,6 +13,7 @@ from slimcache._exceptions import ConfigurationError, StoreError
 from slimcache.stores.protocol import (
     CompareAndDeleteOp,
     CompareAndSetOp,
+    DatabaseTarget,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
@@ -24,6 +25,8 @@ from slimcache.stores.protocol import (
 )
 
 __all__ = ["MemoryStore"]
+
+_IN_MEMORY = DatabaseTarget("memory")
 
 
 class MemoryStore:
@@ -83,6 +86,30 @@ class MemoryStore:
         by the compressor as any store is (see :class:`SupportsCallTimeout`).
         """
         return 0.0 if type(self) is MemoryStore else None
+
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Up to ``count`` live keys that start with ``prefix``, in order, after ``cursor``
+        (see :class:`~slimcache.stores.SupportsScanKeys`)."""
+        positive_int("count", count)
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            found = sorted(
+                key
+                for key, (_, expires) in self._data.items()
+                if key.startswith(prefix)
+                and (cursor is None or key > cursor)
+                and (expires is None or expires > now)
+            )
+        page = found[:count]
+        return page, page[-1] if len(found) > count else None
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """``db.system.name="memory"``: this process's memory (see :class:`DatabaseTarget`)."""
+        return _IN_MEMORY
 
     def _live(self, key: str, now: float) -> str | None:
         item = self._data.get(key)

@@ -15,6 +15,7 @@ __all__ = [
     "Abilities",
     "CompareAndDeleteOp",
     "CompareAndSetOp",
+    "DatabaseTarget",
     "DeleteOp",
     "GetOp",
     "SetIfAbsentOp",
@@ -25,8 +26,10 @@ __all__ = [
     "SupportsCallTimeout",
     "SupportsClose",
     "SupportsCompareAndSet",
+    "SupportsDatabaseTarget",
     "SupportsGetMany",
     "SupportsOwnExpiry",
+    "SupportsScanKeys",
     "SupportsSetIfAbsent",
     "abilities",
     "call_bound",
@@ -317,6 +320,65 @@ class SupportsClose(Protocol):
 
     async def aclose(self) -> None:
         """Release every resource the store holds; the store is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class SupportsScanKeys(Protocol):
+    """Optional ability: list the keys that start with a prefix, a bounded page at a time.
+
+    ``slimcache threads URL`` lists a store's threads with it. The memory store reads its
+    dict, Redis ``SCAN``, the SQL store one ``SELECT`` a page, and S3 lists objects.
+    """
+
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Some of the keys that start with ``prefix``, and where the next page starts.
+
+        Args:
+            prefix: What the keys start with.
+            cursor: ``None`` for the first page; then the cursor the previous page returned.
+            count: How many keys a page holds, about (Redis's ``SCAN`` takes it as a hint).
+
+        Returns:
+            The page's keys, and the cursor of the next page (``None``: there is none). A key
+            that stays in the store while the pages are read is listed at least once.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    """What a store's calls reach, in the words of OpenTelemetry's database conventions.
+
+    :mod:`slimcache.telemetry` reports each store call with these attributes; a store that
+    has no :class:`SupportsDatabaseTarget` is reported under its class name.
+
+    Attributes:
+        system: ``db.system.name``: ``"redis"``, ``"postgresql"``, ``"sqlite"``, ... (one of
+            the conventions' well-known values where one applies).
+        address: ``server.address``: the host name, IP address or socket path.
+        port: ``server.port``.
+        namespace: ``db.namespace``: the database (a PostgreSQL database name, a Redis
+            database index, a bucket).
+        collection: ``db.collection.name``: the table (or other collection) the entries are in.
+    """
+
+    system: str
+    address: str | None = None
+    port: int | None = None
+    namespace: str | None = None
+    collection: str | None = None
+
+
+@runtime_checkable
+class SupportsDatabaseTarget(Protocol):
+    """Optional ability: the store says which database its calls reach, for telemetry."""
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """The database, server and table this store's calls reach."""
         ...
 
 

@@ -25,6 +25,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError
+from slimcache._install import pip_install
 from slimcache.stores.memory import MemoryStore
 from slimcache.stores.protocol import Store
 from slimcache.stores.toolkit import redact_url
@@ -158,7 +159,7 @@ def _load_adapter(known: _ClientAdapter) -> Callable[..., Store]:
     except ImportError:
         raise MissingExtraError(
             f"a {known.description} needs the {known.extra} store, which is not installed; "
-            f"run: pip install 'slimcache[{known.extra}]'"
+            f"run: {pip_install(known.extra)}"
         ) from None
     adapter: Callable[..., Store] = getattr(module, class_name)
     return adapter
@@ -270,7 +271,7 @@ def open_store(url: object, **options: Any) -> Store:
         if scheme in _KNOWN_EXTRAS:
             extra = _KNOWN_EXTRAS[scheme]
             raise MissingExtraError(
-                f"the {scheme}:// store is not installed; run: pip install 'slimcache[{extra}]'"
+                f"the {scheme}:// store is not installed; run: {pip_install(extra)}"
             )
         if scheme in _DRIVERLESS:
             raise ConfigurationError(
@@ -283,7 +284,7 @@ def open_store(url: object, **options: Any) -> Store:
         factory: Callable[..., Store] = found.load()
     except ImportError as exc:
         hint = (
-            f"pip install 'slimcache[{_KNOWN_EXTRAS[scheme]}]'"
+            pip_install(_KNOWN_EXTRAS[scheme])
             if scheme in _KNOWN_EXTRAS
             else f"pip install the package providing {found.value}"
         )

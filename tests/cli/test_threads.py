@@ -14,14 +14,17 @@ from slimcache import (
     Compaction,
     ConfigurationError,
     ConversationWindowMemory,
+    KeepMessages,
     MemoryStore,
+    MessageThreshold,
     Store,
     SummarizeCompressor,
     cached_summarizer,
     open_store,
 )
-from slimcache.recipes.maintenance import clear_thread, thread_ranges
+from slimcache.recipes.maintenance import clear_thread, list_threads, thread_ranges
 from slimcache.stores import SupportsClose, ThreadKeys
+from slimcache.testing import StoreFactory
 from tests.cli.support import SMALL, conversation, flat, invoke, sqlite_url
 from tests.fakes import CountingStore, RecordingSummarizer, chat
 
@@ -244,3 +247,91 @@ async def test_clear_thread_removes_every_key_of_the_thread() -> None:
     left = set(store.snapshot())
     assert {k for k in left if k.startswith("thread_t:")} == set()
     assert others <= left  # other threads are untouched
+
+
+# ---------------------------------------------------------------- threads
+
+
+LONG_ID = "x" * 300  # kept under its hash
+
+
+async def _fill(store: Store) -> dict[str, tuple[str, ...]]:
+    """Threads of several front doors in ``store``; what list_threads should say of them."""
+    compressor = SummarizeCompressor(
+        RecordingSummarizer(), store, trigger=MessageThreshold(4), keep=KeepMessages(2)
+    )
+    ids = [f"chat-{n}" for n in range(7)] + ["a:b c/ü", "1234", LONG_ID]
+    for thread in ids:
+        await compressor.compress(chat(6), thread_id=thread)
+    memory = ConversationWindowMemory(store, 4)
+    await memory.append_many("chat-0", chat(3))
+    await memory.append_many("notes", chat(3))
+    other = SummarizeCompressor(
+        RecordingSummarizer(), store, trigger=MessageThreshold(4), keep=KeepMessages(2),
+        namespace="tenant",
+    )  # fmt: skip
+    await other.compress(chat(6), thread_id="elsewhere")
+    expected: dict[str, tuple[str, ...]] = {thread: ("compressor",) for thread in ids}
+    expected["chat-0"] = ("compressor", "window memory")
+    expected["notes"] = ("window memory",)
+    hashed = ThreadKeys(LONG_ID).encoded
+    expected[hashed] = expected.pop(LONG_ID)
+    return expected
+
+
+async def test_list_threads_pages_through_every_store(store_factory: StoreFactory) -> None:
+    store = await store_factory()
+    expected = await _fill(store)
+    listed: dict[str, set[str]] = {}
+    cursor, pages = None, 0
+    while True:  # small pages and a small limit: several calls, each bounded
+        page = await list_threads(store, cursor=cursor, limit=2, page_size=3)
+        for thread, kinds in page.threads.items():
+            listed.setdefault(thread, set()).update(kinds)
+        pages += 1
+        cursor = page.cursor
+        if cursor is None:
+            break
+        assert pages < 50
+    assert pages > 2
+    assert listed == {thread: set(kinds) for thread, kinds in expected.items()}
+    tenant = await list_threads(store, namespace="tenant")
+    assert (tenant.threads, tenant.cursor) == ({"elsewhere": ("compressor",)}, None)
+
+
+async def test_a_store_that_cannot_list_its_keys_says_so() -> None:
+    with pytest.raises(ConfigurationError, match="CountingStore cannot list its keys"):
+        await list_threads(CountingStore())
+
+
+def test_threads_command_lists_and_goes_on_from_its_cursor(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "threads.db")
+
+    async def fill() -> None:
+        store = open_store(url)
+        try:
+            await _fill(store)
+        finally:
+            assert isinstance(store, SupportsClose)
+            await store.aclose()
+
+    asyncio.run(fill())
+    everything = invoke("threads", url)
+    assert everything.exit_code == 0, everything.stderr
+    lines = everything.stdout.splitlines()
+    assert "chat-0\tcompressor, window memory" in lines
+    assert "a:b c/ü\tcompressor" in lines
+    assert "notes\twindow memory" in lines
+    assert len(lines) == 11
+    assert "more:" not in everything.stderr
+
+    first = invoke("threads", url, "--limit", "1")
+    assert first.exit_code == 0
+    found = re.search(r"more: slimcache threads \S+ --cursor (\S+)", first.stderr)
+    assert found is not None, first.stderr
+    rest = invoke("threads", url, "--cursor", found.group(1).strip("'"))
+    assert set(first.stdout.splitlines()) | set(rest.stdout.splitlines()) == set(lines)
+
+    tenant = invoke("threads", url, "--namespace", "tenant")
+    assert tenant.stdout.splitlines() == ["elsewhere\tcompressor"]
+    assert invoke("threads", "nosuch://x").exit_code == 2

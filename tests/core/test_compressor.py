@@ -886,6 +886,8 @@ async def test_invalid_messages_are_rejected_before_any_store_call() -> None:
     assert caught.value.index == 3
     with pytest.raises(InvalidInput, match="thread_id must not be empty"):
         await compressor.compress(chat(4), thread_id="")
+    with pytest.raises(InvalidInput, match="thread_id must not be only whitespace"):
+        await compressor.compress(chat(4), thread_id="  ")
     assert (store.gets, store.sets) == (0, 0)
 
 

@@ -118,15 +118,23 @@ BAD: dict[str, list[Any]] = {
     "on_truncated": ["keep", 5, None],
     "max_tokens_kwarg": ["", "extra_body.", "a.b.c", 5],
     # The id is a thread id, and a malformed thread id is InvalidInput everywhere.
-    "id": ["", 1.5, None, True],
+    "id": ["", "  ", 1.5, None, True],
+    # LangChain's SummarizationMiddleware keywords, on the LangChain middleware.
+    "summary_prompt": [5, "Summarize.", "{messages} {other}", "{messages} {"],
+    # 100 and 2000 leave no room beside the prompt and a previous summary, as above.
+    "trim_tokens_to_summarize": ["4000", 0, -5, True, 2.5, 100, 2000],
 }
 
 # Wrong values of an argument that means more in one front door.
-BAD_IN: dict[tuple[Callable[..., Any], str], list[Any]] = {}
+BAD_IN: dict[tuple[Callable[..., Any], str], list[Any]] = {
+    # LangChain's summarizer=: None is no summarizer of its own, and a function of the
+    # messages is one.
+    (CachedSummarizationMiddleware, "summarizer"): ["no-such-provider:model", 5, object()],
+}
 
 # What each argument's wrong value raises, and the name its message uses, where not
 # ConfigurationError and the argument's own name.
-RAISES: dict[str, tuple[type[Exception], str]] = {"id": (InvalidInput, "thread_id")}
+RAISES: dict[str, tuple[type[Exception], str]] = {"id": (InvalidInput, "id must")}
 
 
 def summarize_compressor(recorder: CountingStore, **args: Any) -> Any:
@@ -206,7 +214,9 @@ FRONT_DOORS: dict[Callable[..., Any], Callable[..., Any]] = {
 
 
 def parameters(door: Callable[..., Any]) -> list[str]:
-    return [name for name in inspect.signature(door).parameters if name != "self"]
+    """The named arguments (LangChain's deprecated ones, taken as ``**``, are tested apart)."""
+    found = inspect.signature(door).parameters.values()
+    return [p.name for p in found if p.name != "self" and p.kind is not p.VAR_KEYWORD]
 
 
 def bad_values(door: Callable[..., Any], name: str) -> list[Any]:

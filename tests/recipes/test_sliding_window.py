@@ -438,8 +438,11 @@ async def test_invalid_input_and_configuration() -> None:
     with pytest.raises(InvalidInput, match=r"messages\[1\]"):
         await window.push_many([user("ok"), {"role": "user", "content": 5}])
     assert await window.memory.load_all("strict") == [user("fine")]
-    with pytest.raises(InvalidInput):
+    # The window's own argument is named, not the compressor's thread_id.
+    with pytest.raises(InvalidInput, match=r"^id must not be empty"):
         SlidingWindow("", 4, summarizer)
+    with pytest.raises(InvalidInput, match=r"^id must not be only whitespace"):
+        SlidingWindow("  ", 4, summarizer)
     bad_configs: list[Callable[[], object]] = [
         lambda: SlidingWindow("w", 0, summarizer),
         lambda: SlidingWindow("w", 4, summarizer, batch=0),

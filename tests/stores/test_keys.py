@@ -28,10 +28,11 @@ from slimcache.stores.keys import (
     fingerprint_range,
 )
 
+# Any text but a blank one (refused, see test_blank_ids_are_refused).
 NASTY = st.one_of(
-    st.text(min_size=1),
-    st.text(alphabet=":/%~\n\r summary_thread-0123456789", min_size=1),
-    st.text(min_size=1).map(lambda s: s * 400),
+    st.text(min_size=1).filter(str.strip),
+    st.text(alphabet=":/%~\n\r summary_thread-0123456789", min_size=1).filter(str.strip),
+    st.text(min_size=1).filter(str.strip).map(lambda s: s * 400),
     st.integers(min_value=-(10**12), max_value=10**12),
 )
 
@@ -71,7 +72,7 @@ def _encoded_by_definition(thread_id: str | int) -> str:
         # Around the plain-id fast path: only kept characters, or one other among them, at
         # lengths on both sides of the limit.
         st.text(alphabet="aZ09_.-", min_size=1, max_size=MAX_PLAIN_ID_LENGTH + 3),
-        st.text(alphabet="aZ09_.-~% \n\u00e9\u0663", min_size=1, max_size=140),
+        st.text(alphabet="aZ09_.-~% \n\u00e9\u0663", min_size=1, max_size=140).filter(str.strip),
         st.text(alphabet="aZ09_.-\u00e9\u0663\u212a", min_size=1, max_size=4),
         st.integers(min_value=-(2**430), max_value=2**430),
         st.sampled_from([2**421 - 1, -(2**421 - 1), 2**421, -(2**421), 10**127, -(10**127)]),
@@ -104,6 +105,14 @@ def test_examples() -> None:
     for bad in ("", None, True, 1.5):
         with pytest.raises(InvalidInput, match="thread_id"):
             encode_thread_id(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("blank", ["  ", "\t", "\n", " \u3000 "])
+def test_blank_ids_are_refused_as_empty_ones_are(blank: str) -> None:
+    with pytest.raises(InvalidInput, match="thread_id must not be only whitespace"):
+        ThreadKeys(blank)
+    with pytest.raises(InvalidInput, match=r"^id must not be only whitespace"):
+        ThreadKeys(blank, name="id")
 
 
 def test_namespace_and_thread_id_never_run_together() -> None:

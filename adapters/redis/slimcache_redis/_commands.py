@@ -29,6 +29,7 @@ __all__ = [
     "REPLACEMENT",
     "check_str",
     "compare_and_set_args",
+    "decode",
     "encode",
     "expected_of",
     "transaction_command",
@@ -80,6 +81,11 @@ return 0
 def encode(text: str) -> bytes:
     """``text`` as the store sends it."""
     return text.encode(_ENCODING, _ERRORS)
+
+
+def decode(raw: bytes) -> str:
+    """A key as :func:`encode` sent it."""
+    return raw.decode(_ENCODING, _ERRORS)
 
 
 def check_str(name: str, value: object) -> str:

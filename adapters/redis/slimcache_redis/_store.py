@@ -13,6 +13,7 @@ the operations send.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from slimcache import ConfigurationError
 from slimcache.stores import (
     DEFAULT_STORE_TIMEOUT,
     CallBoundedStore,
+    DatabaseTarget,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
@@ -43,17 +45,21 @@ from slimcache_redis._commands import (
     REPLACEMENT,
     check_str,
     compare_and_set_args,
+    decode,
     encode,
     expected_of,
     transaction_command,
     ttl_ms,
 )
 from slimcache_redis._reads import CoalescedReads
-from slimcache_redis._url import check_prefix, client_from_url
+from slimcache_redis._url import check_prefix, client_from_url, database_target
 
 __all__ = ["RedisStore"]
 
 _T = TypeVar("_T")
+
+# What a SCAN pattern reads as a wildcard, escaped in a key prefix.
+_GLOB = re.compile(r"[*?\[\]\\]")
 
 # Errors raised by redis-py (and by the socket layer beneath it) that mean the store failed.
 # asyncio.TimeoutError is a separate class before Python 3.11. RedisClusterException (a
@@ -156,6 +162,7 @@ class RedisStore(CallBoundedStore):
         # Registered once: each call sends EVALSHA, loading the script only if Redis lacks it.
         self._compare_and_set = client.register_script(COMPARE_AND_SET)
         self._compare_and_delete = client.register_script(COMPARE_AND_DELETE)
+        self._target = database_target(client)
 
     @classmethod
     def from_url(
@@ -233,6 +240,11 @@ class RedisStore(CallBoundedStore):
     def prefix(self) -> str:
         """The prefix prepended to every key."""
         return self._prefix
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """Redis, its server and database index, as telemetry reports them."""
+        return self._target
 
     def _key(self, key: str) -> bytes:
         name = check_str("key", key)
@@ -535,6 +547,31 @@ class RedisStore(CallBoundedStore):
         name = self._key(key)
         self.check_open("DEL")
         await self._call("DEL", f"key {key!r}", lambda: self._client.delete(name))
+
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Some keys that start with ``prefix``: one ``SCAN`` with ``MATCH`` and ``COUNT``
+        (see :class:`~slimcache.stores.SupportsScanKeys`); not on a Redis Cluster.
+
+        Raises:
+            ConfigurationError: The client is a cluster's, or ``cursor`` is not one of SCAN's.
+            StoreError: Redis could not be reached or refused the command.
+        """
+        if self._cluster:
+            raise ConfigurationError("scan_keys lists one server's keys, not a Redis Cluster's")
+        if cursor is not None and not cursor.isdigit():
+            raise ConfigurationError(f"cursor must be one scan_keys returned, got {cursor!r}")
+        self.check_open("SCAN")
+        pattern = encode(_GLOB.sub(r"\\\g<0>", self._prefix + prefix) + "*")
+        position, found = await self._call(
+            "SCAN",
+            f"keys under {prefix!r}",
+            lambda: self._client.scan(int(cursor or 0), match=pattern, count=count),
+        )
+        start = len(self._prefix)
+        keys = [(key if isinstance(key, str) else decode(key))[start:] for key in found]
+        return keys, None if int(position) == 0 else str(position)
 
     async def aclose(self) -> None:
         """Mark the store closed and, when it owns its client, close the client's connections.

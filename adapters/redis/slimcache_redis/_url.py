@@ -31,6 +31,7 @@ from redis.exceptions import RedisClusterException
 from slimcache import ConfigurationError
 from slimcache.stores import (
     DEFAULT_STORE_TIMEOUT,
+    DatabaseTarget,
     check_count,
     check_seconds,
     combine_options,
@@ -40,7 +41,13 @@ from slimcache.stores import (
 )
 from slimcache_redis._cluster import defeats_hash_tags, parse_cluster_nodes
 
-__all__ = ["STORE_OPTIONS", "ClientFromURL", "check_prefix", "client_from_url"]
+__all__ = [
+    "STORE_OPTIONS",
+    "ClientFromURL",
+    "check_prefix",
+    "client_from_url",
+    "database_target",
+]
 
 _SCHEMES = ("redis", "rediss", "unix")
 _CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -69,6 +76,28 @@ def check_prefix(prefix: object, *, cluster: bool = False) -> str:
             "whole keys and spread each thread's keys over many slots"
         )
     return prefix
+
+
+def database_target(client: redis.asyncio.Redis | redis.asyncio.RedisCluster) -> DatabaseTarget:
+    """The server (a cluster's first node) and database index ``client`` talks to."""
+    if isinstance(client, redis.asyncio.RedisCluster):
+        nodes = list(client.nodes_manager.startup_nodes.values())
+        return DatabaseTarget("redis", nodes[0].host, int(nodes[0].port)) if nodes else _REDIS
+    found = client.connection_pool.connection_kwargs
+    database = found.get("db")
+    namespace = str(database) if isinstance(database, int) else None
+    if isinstance(found.get("path"), str):  # a Unix socket
+        return DatabaseTarget("redis", found["path"], None, namespace)
+    host, port = found.get("host"), found.get("port")
+    return DatabaseTarget(
+        "redis",
+        host if isinstance(host, str) else None,
+        port if isinstance(port, int) else None,
+        namespace,
+    )
+
+
+_REDIS = DatabaseTarget("redis")
 
 
 class ClientFromURL(NamedTuple):

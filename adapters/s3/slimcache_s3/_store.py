@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -23,10 +24,10 @@ from botocore.exceptions import (
 )
 
 from slimcache import ConfigurationError
-from slimcache.stores import DEFAULT_STORE_TIMEOUT, BoundedStore, validate_ttl
+from slimcache.stores import DEFAULT_STORE_TIMEOUT, BoundedStore, DatabaseTarget, validate_ttl
 from slimcache_s3._keys import encode_body, object_key, validate_prefix
 from slimcache_s3._objects import EXPIRES_AT, Objects, describe_key
-from slimcache_s3._url import client_from_url, validate_bucket_name
+from slimcache_s3._url import client_from_url, endpoint_of, validate_bucket_name
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -98,6 +99,7 @@ class S3Store(BoundedStore):
         self._prefix = validate_prefix(prefix)
         self._clock = clock
         self._objects = Objects(client, self._bucket, clock)
+        self._target = DatabaseTarget("aws.s3", *endpoint_of(client), self._bucket)
         config = getattr(getattr(client, "meta", None), "config", None)
         pool = getattr(config, "max_pool_connections", None)
         self._concurrency = pool if isinstance(pool, int) and pool > 0 else 10
@@ -195,6 +197,11 @@ class S3Store(BoundedStore):
     def client(self) -> S3Client:
         """The boto3 S3 client the store calls."""
         return self._client
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """S3, its endpoint's host and port and the bucket, as telemetry reports them."""
+        return self._target
 
     def object_key(self, key: str) -> str:
         """Return the S3 object key that holds store key ``key``.
@@ -328,6 +335,31 @@ class S3Store(BoundedStore):
         """
         name = self.object_key(key)
         await self._run("delete", key, name, lambda: self._objects.delete(name))
+
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Up to ``count`` keys that start with ``prefix``, after ``cursor``: one
+        ``ListObjectsV2`` (see :class:`~slimcache.stores.SupportsScanKeys`). A key too long for
+        an object key of its own (kept under its hash) is not listed; an expired entry that no
+        read has deleted yet is.
+
+        Raises:
+            StoreError: S3 failed.
+        """
+        listed = object_key(self._prefix, prefix)
+        after = "" if cursor is None else object_key(self._prefix, cursor)
+
+        def page() -> Any:
+            return self._client.list_objects_v2(
+                Bucket=self._bucket, Prefix=listed, MaxKeys=count, StartAfter=after
+            )
+
+        reply = await self._run("scan_keys", prefix, listed, page)
+        start = len(object_key(self._prefix, ""))
+        names = [item["Key"][start:] for item in reply.get("Contents", [])]
+        keys = [unquote(name, errors="surrogatepass") for name in names]
+        return keys, keys[-1] if reply.get("IsTruncated") and keys else None
 
     async def aclose(self) -> None:
         """Stop the store's threads and close the boto3 client; the store is unusable afterwards.

@@ -33,6 +33,7 @@ __all__ = [
     "URL_OPTIONS",
     "ClientFromURL",
     "client_from_url",
+    "endpoint_of",
     "validate_bucket_name",
 ]
 
@@ -66,6 +67,15 @@ _CLIENT_OPTIONS = frozenset(
     {"aws_access_key_id", "aws_secret_access_key", "aws_session_token", "verify", "use_ssl"}
 )
 _ADDRESSING_STYLES = ("auto", "path", "virtual")
+
+
+def endpoint_of(client: object) -> tuple[str | None, int | None]:
+    """The host and port of the endpoint a boto3 client talks to, when it tells."""
+    try:
+        parts = urlsplit(getattr(getattr(client, "meta", None), "endpoint_url", None) or "")
+        return parts.hostname, parts.port
+    except ValueError:  # a port that is not a number
+        return None, None
 
 
 def validate_bucket_name(bucket: object) -> str:

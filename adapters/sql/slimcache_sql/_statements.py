@@ -19,11 +19,13 @@ from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar, cast
 from sqlalchemy import (
     ColumnElement,
     Double,
+    Integer,
     Table,
     Text,
     and_,
     bindparam,
     delete,
+    func,
     literal_column,
     or_,
     select,
@@ -151,6 +153,7 @@ class Statements:
     delete: Executable
     delete_many: Executable
     purge_expired: Executable
+    scan_keys: Executable
 
     def by_name(self) -> dict[str, Executable]:
         """The statements by the names steps give them."""
@@ -218,6 +221,17 @@ def build_statements(table: Table, dialect: str) -> Statements:
         delete=delete(table).where(key_matches),
         delete_many=delete(table).where(columns.key.in_(bindparam(_KEYS, expanding=True))),
         purge_expired=delete(table).where(expired),
+        # A page of the live keys that start with a prefix, after a key, in order.
+        scan_keys=select(columns.key)
+        .where(
+            func.substr(columns.key, literal_column("1"), bindparam("length", type_=Integer()))
+            == bindparam("prefix", type_=Text()),
+            columns.key > bindparam("after", type_=Text()),
+            live,
+        )
+        .order_by(columns.key)
+        .limit(bindparam("limit", type_=Integer()))
+        .offset(literal_column("0")),
     )
 
 

@@ -31,6 +31,7 @@ from slimcache.stores import (
     CallBoundedStore,
     CompareAndDeleteOp,
     CompareAndSetOp,
+    DatabaseTarget,
     DeleteOp,
     GetOp,
     SetIfAbsentOp,
@@ -159,6 +160,14 @@ class SQLStore(CallBoundedStore):
         )
         if dialect == "sqlite":
             install_sqlite_pragmas(engine, busy)
+        url = engine.url
+        self._target = DatabaseTarget(
+            dialect,
+            url.host,
+            url.port,
+            url.database if dialect == "postgresql" else None,  # SQLite's is a file path
+            table,
+        )
 
     @classmethod
     def from_url(
@@ -236,6 +245,11 @@ class SQLStore(CallBoundedStore):
     def table(self) -> Table:
         """The SQLAlchemy table holding the entries."""
         return self._table
+
+    @property
+    def database_target(self) -> DatabaseTarget:
+        """SQLite or PostgreSQL, its server, database and table, as telemetry reports them."""
+        return self._target
 
     def __repr__(self) -> str:
         return f"SQLStore(dialect={self._dialect!r}, table={self._table.name!r})"
@@ -548,6 +562,21 @@ class SQLStore(CallBoundedStore):
             write=True,
             about="expired rows",
         )
+
+    async def scan_keys(
+        self, prefix: str, *, cursor: str | None = None, count: int = 100
+    ) -> tuple[list[str], str | None]:
+        """Up to ``count`` live keys that start with ``prefix``, after ``cursor``, in order: one
+        ``SELECT`` (see :class:`~slimcache.stores.SupportsScanKeys`).
+
+        Raises:
+            StoreError: The database failed or did not answer in time.
+        """
+        limits = {"prefix": prefix, "length": len(prefix), "limit": count + 1}
+        query = Query("scan_keys", {**limits, "after": cursor or ""}, ROWS)
+        rows = await self._run("scan_keys", OneStep(query, list), write=False, about=prefix)
+        keys = [str(row[0]) for row in rows][:count]
+        return keys, keys[-1] if len(rows) > count else None
 
     # -- lifetime ------------------------------------------------------------------------------
 

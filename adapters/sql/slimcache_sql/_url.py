@@ -25,6 +25,7 @@ from slimcache.stores import (
     check_seconds,
     combine_options,
     driver_timeout,
+    pip_install,
     redact_url,
     reject_unknown_options,
 )
@@ -193,7 +194,7 @@ def _create_engine(parsed: URL, engine_options: dict[str, Any]) -> AsyncEngine:
         extra = _DRIVERS[parsed.drivername]
         raise MissingExtraError(
             f"the {parsed.drivername}:// store needs its driver ({exc.name or exc}); "
-            f"run: pip install 'slimcache[{extra}]'"
+            f"run: {pip_install(extra)}"
         ) from None
     except (ArgumentError, TypeError) as exc:
         raise ConfigurationError(f"invalid engine options for {parsed.drivername}: {exc}") from exc
