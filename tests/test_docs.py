@@ -140,6 +140,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site_dir
 
 
+@pytest.mark.site
 def test_the_site_builds_in_strict_mode(site: Path) -> None:
     assert (site / "index.html").is_file()
     assert (site / "layers" / "index.html").is_file()
@@ -151,12 +152,14 @@ def site_texts(site: Path) -> dict[str, str]:
     return {str(path.relative_to(site)): path.read_text() for path in files}
 
 
+@pytest.mark.site
 def test_the_site_shows_no_sphinx_role(site: Path) -> None:
     role = re.compile(r":(?:py:)?(?:class|meth|func|mod|data|attr|exc|obj):")
     shown = {path: role.findall(text) for path, text in site_texts(site).items()}
     assert {path: found for path, found in shown.items() if found} == {}
 
 
+@pytest.mark.site
 def test_the_docstrings_roles_are_links_to_their_entries(site: Path) -> None:
     page = (site / "reference" / "slimcache" / "index.html").read_text()
     # :class:`Concat` in SummarizeCompressor's docstring, :meth:`load_all` in
@@ -168,6 +171,7 @@ def test_the_docstrings_roles_are_links_to_their_entries(site: Path) -> None:
     assert 'href="#slimcache.stores.SupportsBatch"' in stores
 
 
+@pytest.mark.site
 def test_the_reference_documents_no_module_getattr_or_dir(site: Path) -> None:
     hook = re.compile(r"\.__(?:getattr|dir)__\b")
     anchors = {
@@ -190,6 +194,7 @@ def test_the_front_door_table_is_written_once_in_the_readme() -> None:
     assert copies == ["README.md"]
 
 
+@pytest.mark.site
 def test_the_site_shows_the_readmes_front_door_table_linking_its_own_pages(site: Path) -> None:
     body = section("front-doors", (ROOT / "README.md").read_text())
     targets = re.findall(r"\]\(docs/([^)#]+)\.md(#[^)]*)?\)", body)
