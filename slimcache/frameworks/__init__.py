@@ -9,4 +9,6 @@
   and where the summary went in the messages given.
 - :mod:`~slimcache.frameworks.caller_loop`: a framework model's requests go back to the
   agent's own event loop.
+- :mod:`~slimcache.frameworks.lazy`: a bridge's names that need its framework, imported on
+  first use.
 """

@@ -29,11 +29,10 @@ needs them without them raises :class:`~slimcache.MissingExtraError`.
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
 
-from slimcache._exceptions import MissingExtraError as _MissingExtraError
 from slimcache._public import publish as _publish
+from slimcache.frameworks.lazy import lazy_exports as _lazy_exports
 from slimcache.langchain._compress import compress_langchain
 from slimcache.langchain._convert import DEVELOPER_ROLE_KEY, from_langchain, to_langchain
 from slimcache.langchain._summarizer import (
@@ -64,21 +63,10 @@ _publish(__name__, globals(), [name for name in __all__ if name in globals()])
 _LAZY = {"CachedSummarizationMiddleware": "slimcache.langchain._middleware"}
 
 if not _typing.TYPE_CHECKING:
-
-    def __getattr__(name: str) -> object:
-        """Import the middleware when it is first asked for."""
-        if name not in _LAZY:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        try:
-            module = _importlib.import_module(_LAZY[name])
-        except ImportError as exc:
-            if exc.name is None or not exc.name.startswith(("langchain", "langgraph")):
-                raise
-            raise _MissingExtraError(
-                f"slimcache.langchain.{name} needs langchain 1.0 or later: "
-                'pip install "slimcache[langchain]"'
-            ) from None
-        value = getattr(module, name)
-        _publish(__name__, {name: value}, [name])
-        globals()[name] = value
-        return value
+    __getattr__ = _lazy_exports(
+        __name__,
+        globals(),
+        _LAZY,
+        packages=("langchain", "langgraph"),
+        needs='langchain 1.0 or later: pip install "slimcache[langchain]"',
+    )

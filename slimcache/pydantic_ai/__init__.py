@@ -19,11 +19,9 @@ import it; using what needs it without it raises :class:`~slimcache.MissingExtra
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
 
-from slimcache._exceptions import MissingExtraError as _MissingExtraError
-from slimcache._public import publish as _publish
+from slimcache.frameworks.lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from slimcache.pydantic_ai._capability import CachedSummarization as CachedSummarization
@@ -38,24 +36,13 @@ _LAZY = {
 }
 
 if not _typing.TYPE_CHECKING:
-
-    def __getattr__(name: str) -> object:
-        """Import a name that needs Pydantic AI when it is first asked for."""
-        if name not in _LAZY:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        try:
-            module = _importlib.import_module(_LAZY[name])
-        except ImportError as exc:
-            if exc.name is None or not exc.name.startswith("pydantic_ai"):
-                raise
-            raise _MissingExtraError(
-                f"slimcache.pydantic_ai.{name} needs Pydantic AI 2: "
-                'pip install "slimcache[pydantic-ai]"'
-            ) from None
-        value = getattr(module, name)
-        _publish(__name__, {name: value}, [name])
-        globals()[name] = value
-        return value
+    __getattr__ = _lazy_exports(
+        __name__,
+        globals(),
+        _LAZY,
+        packages=("pydantic_ai",),
+        needs='Pydantic AI 2: pip install "slimcache[pydantic-ai]"',
+    )
 
     def __dir__() -> list[str]:
         return sorted([*globals(), *__all__])
