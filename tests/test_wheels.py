@@ -103,7 +103,7 @@ def test_the_core_and_redis_wheels_run_on_a_real_redis(
     python = _venv(tmp_path / "venv")
     core = f"{wheels['slimcache']}[redis,cli]"
     _uv("pip", "install", "--quiet", "--python", str(python), core, str(wheels["slimcache_redis"]))
-    example = _readme_example().replace('open_store("memory://")', f'open_store("{url}")')
+    example = _readme_example().replace('"memory://"', f'"{url}"')
     assert url in example
     (tmp_path / "example.py").write_text(example)
     out = _run(python, "example.py", cwd=tmp_path)

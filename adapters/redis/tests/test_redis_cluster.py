@@ -106,10 +106,11 @@ async def poll_until(check: Callable[[], bool]) -> None:
 
 # --- the key mapping, without a server -------------------------------------------------------
 
+# Thread ids as slimcache allows them: not empty, not only white space.
 THREAD_IDS = st.one_of(
-    st.text(min_size=1),
-    st.text(alphabet=":/%~{}\x00\n summary_thread-0123456789", min_size=1),
-    st.text(min_size=1).map(lambda s: s * 200),  # long enough to become "~" + SHA-256
+    st.text(min_size=1).filter(str.strip),
+    st.text(alphabet=":/%~{}\x00\n summary_thread-0123456789", min_size=1).filter(str.strip),
+    st.text(min_size=1).filter(str.strip).map(lambda s: s * 200),  # "~" + SHA-256 when encoded
     st.integers(min_value=-(10**12), max_value=10**12),
 )
 # Namespaces as slimcache allows them (no newline or NUL), braces left out: a namespace with
