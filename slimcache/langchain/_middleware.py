@@ -24,6 +24,7 @@ from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import Manual, Trigger
 from slimcache.core.results import CompressionResult, Stats
+from slimcache.core.settings.checks import check_choice
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.core.truncation import OnTruncated, check_on_truncated
@@ -414,10 +415,7 @@ def _check_choices(summary_placement: object, on_summarizer_error: object) -> No
     Raises:
         ConfigurationError: Naming the argument at fault.
     """
-    if summary_placement not in ("system", "human"):
-        raise ConfigurationError(
-            f'summary_placement must be "system" or "human", got {summary_placement!r}'
-        )
+    check_choice("summary_placement", summary_placement, ("system", "human"))
     if on_summarizer_error not in ("degrade", "uncompressed", "raise"):
         raise ConfigurationError(
             "on_summarizer_error must be 'degrade', 'uncompressed' or 'raise', "

@@ -10,7 +10,7 @@ from agents.models.interface import Model
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
-from slimcache.core.settings.checks import check_summarizer
+from slimcache.core.settings.checks import check_choice, check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.frameworks.compression import AgentCompression, OnSummarizerError, summarized
@@ -49,10 +49,7 @@ class ItemCompression:
         on_store_error: Literal["raise", "bypass"] = "raise",
         on_over_budget: OnOverBudget = "cut",
     ) -> None:
-        if summary_placement not in ("system", "user"):
-            raise ConfigurationError(
-                f'summary_placement must be "system" or "user", got {summary_placement!r}'
-            )
+        check_choice("summary_placement", summary_placement, ("system", "user"))
         if context_window is not None and (
             isinstance(context_window, bool)
             or not isinstance(context_window, int)

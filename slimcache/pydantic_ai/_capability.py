@@ -17,7 +17,7 @@ from pydantic_ai.tools import RunContext
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
-from slimcache.core.settings.checks import check_summarizer
+from slimcache.core.settings.checks import check_choice, check_summarizer
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
 from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.core.truncation import OnTruncated, check_on_truncated
@@ -126,10 +126,7 @@ class CachedSummarization(AbstractCapability[Any]):
         on_truncated: OnTruncated = "accept",
         on_over_budget: OnOverBudget = "cut",
     ) -> None:
-        if summary_placement not in ("system", "user"):
-            raise ConfigurationError(
-                f'summary_placement must be "system" or "user", got {summary_placement!r}'
-            )
+        check_choice("summary_placement", summary_placement, ("system", "user"))
         if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
             raise ConfigurationError(
                 f"thread_id must be a string or a function of the RunContext, got {thread_id!r}"

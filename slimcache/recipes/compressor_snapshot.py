@@ -85,6 +85,7 @@ COUNTERS = (
 
 
 _T = TypeVar("_T")
+_P = TypeVar("_P")
 
 
 @dataclass(frozen=True)
@@ -248,12 +249,7 @@ def trigger_from_json(data: object) -> Trigger | None:
     """The trigger :func:`trigger_to_json` wrote (``None`` for ``null``)."""
     if data is None:
         return None
-    if not isinstance(data, Mapping):
-        raise TypeError(f"trigger must be a dict or null, got {type(data).__name__}")
-    name = data.get("type")
-    kind = BUILT_IN_TRIGGERS.get(name) if isinstance(name, str) else None
-    if kind is None:
-        raise ValueError(f"unknown trigger type {name!r}")
+    kind, data = _built_in_kind(data, BUILT_IN_TRIGGERS, "trigger")
     if kind is AnyOf:
         parts = data["triggers"]
         if not isinstance(parts, list):
@@ -275,13 +271,27 @@ def keep_from_json(data: object) -> Keep | None:
     """The keep policy :func:`keep_to_json` wrote (``None`` for ``null``)."""
     if data is None:
         return None
-    if not isinstance(data, Mapping):
-        raise TypeError(f"keep must be a dict or null, got {type(data).__name__}")
-    name = data.get("type")
-    kind = BUILT_IN_KEEPS.get(name) if isinstance(name, str) else None
-    if kind is None:
-        raise ValueError(f"unknown keep type {name!r}")
+    kind, data = _built_in_kind(data, BUILT_IN_KEEPS, "keep")
     return kind(**{field.name: data[field.name] for field in fields(kind)})  # type: ignore[arg-type]
+
+
+def _built_in_kind(
+    data: object, registry: Mapping[str, type[_P]], what: str
+) -> tuple[type[_P], Mapping[str, Any]]:
+    """The built-in policy class a snapshot's ``{"type": ...}`` names in ``registry``, and the
+    snapshot's dict.
+
+    Raises:
+        TypeError: ``data`` is not a dict.
+        ValueError: Its ``"type"`` names no built-in policy.
+    """
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{what} must be a dict or null, got {type(data).__name__}")
+    name = data.get("type")
+    kind = registry.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ValueError(f"unknown {what} type {name!r}")
+    return kind, data
 
 
 _PLAIN_STRATEGIES: dict[str, type[Strategy]] = {
