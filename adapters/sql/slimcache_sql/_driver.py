@@ -93,6 +93,14 @@ def install_sqlite_pragmas(engine: AsyncEngine, busy_timeout: float) -> None:
     WAL lets readers proceed while one connection writes, and the busy timeout makes a writer
     wait for the file lock instead of failing at once with "database is locked" when another
     connection (or another process) is writing.
+
+    The pragmas after the busy timeout read the file, which another connection may hold locked
+    (switching a fresh file to WAL even needs its write lock). A connection opened then is kept
+    all the same, and tries them again each time it is taken out of the pool until they pass:
+    its statements wait for the lock as any do. Refusing the connection instead would drop it
+    in the middle of a call that waits for the lock, once per attempt; and a call given up on
+    at its time bound while aiosqlite closes such a connection can leave the close waiting
+    forever, hanging the program's event loop when it shuts down.
     """
     sync_engine = engine.sync_engine
     if sync_engine in _PRAGMA_ENGINES:
@@ -102,13 +110,38 @@ def install_sqlite_pragmas(engine: AsyncEngine, busy_timeout: float) -> None:
     def on_connect(dbapi_connection: Any, connection_record: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
-            # busy_timeout first: switching a fresh file to WAL needs the write lock.
+            # First, and it reads nothing: the statements after it wait for a locked file.
             cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            # Durable across application crashes in WAL mode, and much faster than FULL.
-            cursor.execute("PRAGMA synchronous = NORMAL")
         finally:
             cursor.close()
+        _file_pragmas(dbapi_connection, connection_record)
+
+    def on_checkout(dbapi_connection: Any, connection_record: Any, proxy: Any) -> None:
+        if connection_record.info.get(_PRAGMAS_PENDING):
+            _file_pragmas(dbapi_connection, connection_record)
 
     event.listen(sync_engine, "connect", on_connect)
+    event.listen(sync_engine, "checkout", on_checkout)
     _PRAGMA_ENGINES.add(sync_engine)
+
+
+# Set in a pooled connection's info while its file pragmas have not passed yet.
+_PRAGMAS_PENDING: Final = "slimcache_pragmas_pending"
+
+
+def _file_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
+    """Switch the connection's file to WAL and its syncing to NORMAL, or mark the connection
+    to try again when it is next taken out of the pool if the file is locked."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode = WAL")
+        # Durable across application crashes in WAL mode, and much faster than FULL.
+        cursor.execute("PRAGMA synchronous = NORMAL")
+    except Exception as exc:
+        if not lock_wait_ran_out(exc):
+            raise
+        connection_record.info[_PRAGMAS_PENDING] = True
+    else:
+        connection_record.info.pop(_PRAGMAS_PENDING, None)
+    finally:
+        cursor.close()

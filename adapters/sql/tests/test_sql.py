@@ -626,6 +626,60 @@ async def test_setup_on_a_held_file_still_ends_within_its_bound(tmp_path: Path) 
         holder.close()
 
 
+async def test_a_held_file_does_not_make_the_store_open_a_connection_per_attempt(
+    tmp_path: Path,
+) -> None:
+    # While another process holds the file, the new connection cannot switch it to WAL. It is
+    # kept all the same (WAL is the file's mode, set by whichever connection gets the lock),
+    # and setup waits on it. A connection refused at connect is instead terminated while the
+    # call's bound may cancel it, and that cancellation can leave aiosqlite's closing task
+    # waiting forever, so that the program hangs when its event loop shuts down.
+    path = tmp_path / "held-connects.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("CREATE TABLE other (x INTEGER)")
+        async with SQLStore.from_url(sqlite_url(path), timeout=0.5, busy_timeout=0.02) as store:
+            opened: list[object] = []
+
+            @event.listens_for(store.engine.sync_engine, "do_connect")
+            def count(*args: object) -> None:
+                opened.append(args)
+
+            with pytest.raises(StoreTimeout):
+                await asyncio.wait_for(store.setup(), timeout=GUARD)
+            assert 1 <= len(opened) <= 2  # not one per attempt (about 20 in 0.5 s)
+            holder.execute("COMMIT")
+            await store.set("k", "v")  # a kept connection switches the file to WAL now
+            assert await store.get("k") == "v"
+    finally:
+        holder.close()
+    with sqlite3.connect(path) as reader:
+        assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_a_connection_opened_on_a_held_file_gets_its_pragmas_when_next_taken(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "held-pragmas.db"
+    engine = create_async_engine(sqlite_url(path), pool_size=1, max_overflow=0)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        async with SQLStore(engine, busy_timeout=0.02):  # installs the connect hooks
+            holder.execute("BEGIN EXCLUSIVE")
+            holder.execute("CREATE TABLE other (x INTEGER)")
+            async with engine.connect():  # opened while the file is held: no pragmas yet
+                pass
+            holder.execute("COMMIT")
+            async with engine.connect() as conn:  # the same connection, out of the pool again
+                synchronous = (await conn.exec_driver_sql("PRAGMA synchronous")).scalar()
+                journal = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
+            assert (synchronous, journal) == (1, "wal")  # NORMAL, not SQLite's FULL (2)
+    finally:
+        holder.close()
+        await engine.dispose()
+
+
 async def test_sqlite_writer_waits_for_another_engines_lock(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path / "locked.db")
     async with (
