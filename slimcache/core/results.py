@@ -19,6 +19,9 @@ or the store failed under ``on_store_error="bypass"``), ``passthrough`` (the sum
 under ``on_summarizer_error="uncompressed"``; messages returned as given)."""
 
 _PER_REQUEST = frozenset({"requests", "cache_hits", "naive_input_tokens", "invalidations"})
+# The counters that keep the largest value seen, not a sum.
+_LARGEST = frozenset({"max_stale_messages"})
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -143,15 +146,22 @@ class Stats:
         self.stale_messages += messages
         self.max_stale_messages = max(self.max_stale_messages, messages)
 
+    def add(self, other: Stats) -> None:
+        """Add ``other``'s counters to these, as of two compressors taken together: the counts
+        add up, and ``max_stale_messages`` is the larger of the two."""
+        self._combine(other, _NO_NAMES)
+
     def absorb(self, spent: Stats) -> None:
         """Add what a background refresh spent (counted in ``spent``), but the counters of
         requests: a refresh is none."""
-        mine, theirs = self.__dict__, spent.__dict__
-        for name, value in theirs.items():
-            if name not in _PER_REQUEST:
-                mine[name] = (
-                    max(mine[name], value) if name == "max_stale_messages" else (mine[name] + value)
-                )
+        self._combine(spent, _PER_REQUEST)
+
+    def _combine(self, other: Stats, leave: frozenset[str]) -> None:
+        mine = self.__dict__
+        for name, value in other.__dict__.items():
+            if name in leave:
+                continue
+            mine[name] = max(mine[name], value) if name in _LARGEST else mine[name] + value
 
     @property
     def store_round_trips(self) -> int:

@@ -165,9 +165,7 @@ class AgentCompression:
         with self._lock:
             compressors = [pair[0] for pair in self._compressors.values()]
         for compressor in compressors:
-            stats = compressor.stats
-            for name, value in vars(stats).items():
-                setattr(total, name, getattr(total, name) + value)
+            total.add(compressor.stats)
         return total
 
     async def compress(
