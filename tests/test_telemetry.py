@@ -90,11 +90,6 @@ def telemetry() -> Iterator[Telemetry]:
         slimcache.telemetry.uninstrument()
 
 
-def _add(total: Stats, stats: Stats) -> None:
-    for name, value in vars(stats).items():
-        setattr(total, name, getattr(total, name) + value)
-
-
 async def _replay(summarizer: Summarizer, store: Any, turns: range) -> Stats:
     """A stateless server: a new compressor for each request of one growing conversation."""
     total = Stats()
@@ -103,7 +98,7 @@ async def _replay(summarizer: Summarizer, store: Any, turns: range) -> Stats:
             summarizer, store, trigger=MessageThreshold(6), keep=KeepMessages(4)
         )
         await compressor.compress(chat(turn), thread_id=THREAD)
-        _add(total, compressor.stats)
+        total.add(compressor.stats)
     return total
 
 
@@ -115,8 +110,8 @@ async def test_a_replay_is_counted_across_compressors(
     first = await _replay(summarizer, store, range(4, 20))
     again = await _replay(summarizer, store, range(4, 20))  # the replay: served from the store
     total = Stats()
-    _add(total, first)
-    _add(total, again)
+    total.add(first)
+    total.add(again)
 
     assert again.cache_hits > 0
     assert again.summarizer_calls == 0
@@ -242,6 +237,36 @@ async def test_summarizer_calls_name_the_model_and_provider_they_reach(
         "tiny",
         "summarizing-function",
     }
+
+
+async def test_langchain_and_agents_sdk_models_name_their_provider(
+    telemetry: Telemetry, llm_server: LLMServer
+) -> None:
+    from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+    from langchain_openai import ChatOpenAI
+    from openai import AsyncOpenAI
+    from pydantic import SecretStr
+
+    from slimcache.langchain import LangChainSummarizer
+    from slimcache.openai_agents import AgentsSummarizer
+
+    chat_model = ChatOpenAI(
+        model="tiny", base_url=llm_server.openai_base_url, api_key=SecretStr("test-key")
+    )
+    await _replay(
+        LangChainSummarizer(chat_model.with_retry()), slimcache.open_store("memory://"), range(8, 9)
+    )
+    client = AsyncOpenAI(base_url=llm_server.openai_base_url, api_key="test-key")
+    agents_model = OpenAIChatCompletionsModel(model="tiny-agents", openai_client=client)
+    await _replay(AgentsSummarizer(agents_model), slimcache.open_store("memory://"), range(8, 9))
+    await client.close()
+
+    calls = telemetry.points("gen_ai.client.operation.duration")
+    told = {
+        (p.attributes.get("gen_ai.provider.name"), p.attributes["gen_ai.request.model"])
+        for p in calls
+    }
+    assert told == {("openai", "tiny"), ("openai", "tiny-agents")}
 
 
 async def test_the_scope_has_slimcaches_version_and_histograms_the_advised_buckets(

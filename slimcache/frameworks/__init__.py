@@ -9,6 +9,8 @@
   and where the summary went in the messages given.
 - :mod:`~slimcache.frameworks.caller_loop`: a framework model's requests go back to the
   agent's own event loop.
+- :mod:`~slimcache.frameworks.providers`: the provider a framework's model reaches, in
+  OpenTelemetry's words.
 - :mod:`~slimcache.frameworks.lazy`: a bridge's names that need its framework, imported on
   first use.
 """

@@ -25,6 +25,7 @@ from slimcache.core.truncation import (
     check_on_truncated,
     summarize_within_budget,
 )
+from slimcache.frameworks.providers import provider_name
 from slimcache.langchain._convert import from_langchain, require_langchain, to_langchain
 from slimcache.messages import Message, TokenCounter
 from slimcache.recipes.cached_summarizer import CachedSummarizer
@@ -126,6 +127,10 @@ class LangChainSummarizer:
     prompt asking for a shorter summary; see ``on_truncated``. A model that reports no stop
     reason is taken at its word.
 
+    ``provider`` is the provider the chat model reaches as LangChain tells its traces, in
+    OpenTelemetry's words (``"openai"``, ``"aws.bedrock"``; ``None`` for a runnable that does
+    not tell): slimcache's telemetry records it as ``gen_ai.provider.name``.
+
     Args:
         model: A chat model such as ``ChatOpenAI(model="gpt-4o-mini")``, or a runnable
             returning a message or a string.
@@ -182,6 +187,7 @@ class LangChainSummarizer:
         self.__qualname__ = self.name
         self.max_tokens_kwarg = check_max_tokens_kwarg(max_tokens_kwarg)
         self.on_truncated = check_on_truncated(on_truncated)
+        self.provider = _provider(model)
 
     async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
         """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
@@ -240,6 +246,19 @@ class LangChainSummarizer:
 
     def __repr__(self) -> str:
         return f"LangChainSummarizer({self.model!r})"
+
+
+def _provider(model: object) -> str | None:
+    """The provider ``model`` reaches, in OpenTelemetry's words: the ``ls_provider`` a LangChain
+    chat model gives its traces (``"openai"``, ``"amazon_bedrock"``...), also through a binding
+    (``with_retry``); ``None`` for a runnable that tells none."""
+    while getattr(model, "bound", None) is not None:
+        model = model.bound  # type: ignore[attr-defined]
+    try:
+        params = model._get_ls_params()  # type: ignore[attr-defined]
+        return provider_name(params.get("ls_provider"))
+    except Exception:  # no chat model, or one whose tracing parameters fail: it tells none
+        return None
 
 
 async def _on_summarizer_thread(call: Callable[..., Any], *args: Any, **options: Any) -> Any:

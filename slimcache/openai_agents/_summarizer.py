@@ -8,6 +8,8 @@ from typing import Any
 from agents.model_settings import ModelSettings
 from agents.models.interface import Model, ModelTracing
 from agents.models.multi_provider import MultiProvider
+from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+from agents.models.openai_responses import OpenAIResponsesModel
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.summarizer import SummaryContext
@@ -18,6 +20,7 @@ from slimcache.core.truncation import (
     summarize_within_budget,
 )
 from slimcache.frameworks.caller_loop import on_caller_loop
+from slimcache.frameworks.providers import provider_name
 from slimcache.messages import Message
 
 __all__ = ["AgentsSummarizer"]
@@ -35,6 +38,18 @@ def _reply_text(output: Sequence[Any]) -> str:
     return "".join(texts)
 
 
+def _provider(model: Model) -> str | None:
+    """The provider ``model`` reaches, in OpenTelemetry's words: ``"openai"`` for the SDK's
+    OpenAI models, a LiteLLM model's prefix (``"anthropic/claude-..."``), else ``None``."""
+    if isinstance(model, (OpenAIResponsesModel, OpenAIChatCompletionsModel)):
+        return "openai"  # OpenAI's APIs, or a server that speaks them
+    name = getattr(model, "model", None)
+    # LiteLLM's model class needs LiteLLM installed: known by its name.
+    if type(model).__name__ == "LitellmModel" and isinstance(name, str) and "/" in name:
+        return provider_name(name.partition("/")[0])
+    return None
+
+
 class AgentsSummarizer:
     """Makes a model the OpenAI Agents SDK can call a slimcache summarizer.
 
@@ -43,6 +58,10 @@ class AgentsSummarizer:
     summary's budget, no tools and tracing off. Inside a run
     (:class:`~slimcache.openai_agents.CachedSummarizationFilter`), the request goes out on the
     run's own event loop, where the model's HTTP client belongs.
+
+    ``provider`` is the provider the model reaches, in OpenTelemetry's words: ``"openai"`` for
+    the SDK's OpenAI models, a LiteLLM model's provider (``"anthropic"``, ``"aws.bedrock"``),
+    ``None`` for other models. slimcache's telemetry records it as ``gen_ai.provider.name``.
 
     Args:
         model: An Agents SDK ``Model`` (``OpenAIResponsesModel``, ``OpenAIChatCompletionsModel``,
@@ -76,6 +95,7 @@ class AgentsSummarizer:
         # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
         self.__qualname__ = self.name
         self.on_truncated = check_on_truncated(on_truncated)
+        self.provider = _provider(model)
 
     async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
         """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
