@@ -50,12 +50,29 @@ def _provider(model: Model) -> str | None:
     return None
 
 
+def _reply(response: Any, max_tokens: int) -> Reply:
+    """The reply in ``response``, cut when it spent every output token it was allowed.
+
+    The SDK's ``ModelResponse`` carries no stop reason (its Responses model raises on an
+    incomplete response; its Chat Completions model drops ``finish_reason``), but it carries
+    the usage the API reported: a reply that spent its whole budget stopped at it.
+    """
+    spent = getattr(getattr(response, "usage", None), "output_tokens", None)
+    text = _reply_text(response.output)
+    if isinstance(spent, int) and spent >= max_tokens:
+        return Reply(text, True, f"used all {max_tokens} output tokens allowed")
+    return Reply(text, False, "stopped within its budget")
+
+
 class AgentsSummarizer:
     """Makes a model the OpenAI Agents SDK can call a slimcache summarizer.
 
     Each call is one ``model.get_response``: the task's prompt as the system instructions and
     the previous summary and the transcript as one user message, with ``max_tokens`` set to the
-    summary's budget, no tools and tracing off. Inside a run
+    summary's budget, no tools and tracing off. A reply whose reported usage spent that whole
+    budget was cut at it (the SDK's responses carry no stop reason): it is asked for again with
+    a prompt asking for a shorter summary; see ``on_truncated``. A model that reports no usage
+    is taken at its word. Inside a run
     (:class:`~slimcache.openai_agents.CachedSummarizationFilter`), the request goes out on the
     run's own event loop, where the model's HTTP client belongs.
 
@@ -121,9 +138,8 @@ class AgentsSummarizer:
                     prompt=None,
                 )
 
-            # The SDK's ModelResponse carries no stop reason: a reply is taken at its word.
             response = await on_caller_loop(ask)
-            return Reply(_reply_text(response.output), False, "no stop reason given")
+            return _reply(response, context.max_tokens)
 
         return await summarize_within_budget(
             complete, context, on_truncated=self.on_truncated, name=self.name

@@ -280,7 +280,7 @@ def test_the_example_runs() -> None:
 
 def test_a_model_that_overshoots_every_time_keeps_the_run_going() -> None:
     # Asked for 60 tokens, it writes 600 every time, condense included: each summary is cut to
-    # the budget at a sentence, counted, and the run goes on (the SDK reports no cut replies).
+    # the budget at a sentence, counted, and the run goes on (this model reports no usage).
     writer = Planner(reply="The trip is to Lisbon in May. " * 80)
     cached = CachedSummarizationFilter(writer, thread_id="o", trigger=("messages", 2),
                                        keep=("messages", 1), max_summary_tokens=60)  # fmt: skip
