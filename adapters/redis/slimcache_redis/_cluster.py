@@ -36,7 +36,12 @@ from urllib.parse import unquote
 from slimcache import ConfigurationError
 from slimcache.stores import redact_url
 
-__all__ = ["cluster_key", "defeats_hash_tags", "parse_cluster_nodes"]
+__all__ = [
+    "cluster_key",
+    "defeats_hash_tags",
+    "original_key",
+    "parse_cluster_nodes",
+]
 
 DEFAULT_PORT = 6379
 
@@ -87,6 +92,19 @@ def cluster_key(key: str) -> str:
     if key.startswith(_ESCAPE) or _is_tagged_form(key):
         return _ESCAPE + key
     return key
+
+
+def original_key(name: str) -> str:
+    """Return the key that :func:`cluster_key` stores under ``name``: its inverse.
+
+    Args:
+        name: A cluster name of a key, without the store's prefix.
+    """
+    if name.startswith(_ESCAPE):
+        return name[1:]
+    if _is_tagged_form(name):
+        return name.replace("{", "").replace("}", "")
+    return name
 
 
 def defeats_hash_tags(text: str) -> bool:

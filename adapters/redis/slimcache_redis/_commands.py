@@ -1,4 +1,5 @@
-"""What the Redis store sends: values on the wire, TTLs in milliseconds, the compare scripts.
+"""What the Redis store sends: values on the wire, TTLs in milliseconds, the compare scripts,
+SCAN patterns.
 
 Values are UTF-8 on the wire. ``"surrogatepass"`` lets every Python ``str`` round-trip exactly,
 including lone surrogates, which strict UTF-8 cannot encode. Bytes some other program wrote
@@ -8,6 +9,7 @@ that are not UTF-8 read back with replacement characters (``decode_value``), nev
 from __future__ import annotations
 
 import math
+import re
 
 from redis.client import NEVER_DECODE
 
@@ -32,6 +34,7 @@ __all__ = [
     "decode",
     "encode",
     "expected_of",
+    "glob_escape",
     "transaction_command",
     "ttl_ms",
 ]
@@ -149,3 +152,12 @@ def transaction_command(name: bytes, op: StoreOp) -> tuple[bytes | str | int, ..
     expires = () if px is None else ("PX", px)
     condition = ("NX",) if isinstance(op, SetIfAbsentOp) else ()
     return ("SET", name, data, *condition, *expires)
+
+
+# What a SCAN MATCH pattern reads as glob syntax.
+_GLOB = re.compile(r"[*?\[\]\\]")
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a ``SCAN`` ``MATCH`` pattern that matches it literally."""
+    return _GLOB.sub(r"\\\g<0>", text)

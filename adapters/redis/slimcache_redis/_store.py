@@ -13,7 +13,6 @@ the operations send.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -35,6 +34,7 @@ from slimcache.stores import (
     decode_value,
     run_op,
 )
+from slimcache_redis import _cluster_scan as cluster_scan
 from slimcache_redis._cluster import cluster_key
 from slimcache_redis._cluster_reads import ClusterReads
 from slimcache_redis._cluster_transaction import cluster_transaction
@@ -48,6 +48,7 @@ from slimcache_redis._commands import (
     decode,
     encode,
     expected_of,
+    glob_escape,
     transaction_command,
     ttl_ms,
 )
@@ -59,7 +60,6 @@ __all__ = ["RedisStore"]
 _T = TypeVar("_T")
 
 # What a SCAN pattern reads as a wildcard, escaped in a key prefix.
-_GLOB = re.compile(r"[*?\[\]\\]")
 
 # Errors raised by redis-py (and by the socket layer beneath it) that mean the store failed.
 # asyncio.TimeoutError is a separate class before Python 3.11. RedisClusterException (a
@@ -552,18 +552,21 @@ class RedisStore(CallBoundedStore):
         self, prefix: str, *, cursor: str | None = None, count: int = 100
     ) -> tuple[list[str], str | None]:
         """Some keys that start with ``prefix``: one ``SCAN`` with ``MATCH`` and ``COUNT``
-        (see :class:`~slimcache.stores.SupportsScanKeys`); not on a Redis Cluster.
+        (see :class:`~slimcache.stores.SupportsScanKeys`); on a Redis Cluster, of one primary
+        after another (see :mod:`slimcache_redis._cluster_scan`).
 
         Raises:
-            ConfigurationError: The client is a cluster's, or ``cursor`` is not one of SCAN's.
+            ConfigurationError: ``cursor`` is not one ``scan_keys`` returned.
             StoreError: Redis could not be reached or refused the command.
         """
         if self._cluster:
-            raise ConfigurationError("scan_keys lists one server's keys, not a Redis Cluster's")
+            self.check_open("SCAN")
+            return await cluster_scan.scan_page(self._client, self._call, self._prefix, prefix,
+                                                cursor=cursor, count=count)  # fmt: skip
         if cursor is not None and not cursor.isdigit():
             raise ConfigurationError(f"cursor must be one scan_keys returned, got {cursor!r}")
         self.check_open("SCAN")
-        pattern = encode(_GLOB.sub(r"\\\g<0>", self._prefix + prefix) + "*")
+        pattern = encode(glob_escape(self._prefix + prefix) + "*")
         position, found = await self._call(
             "SCAN",
             f"keys under {prefix!r}",

@@ -30,7 +30,7 @@ from redis.asyncio.connection import SSLConnection
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, ResponseError
 from slimcache_redis import RedisStore
-from slimcache_redis._cluster import cluster_key, defeats_hash_tags
+from slimcache_redis._cluster import cluster_key, defeats_hash_tags, original_key
 
 from slimcache import (
     ConfigurationError,
@@ -40,6 +40,7 @@ from slimcache import (
     SummarizeCompressor,
     open_store,
 )
+from slimcache.recipes.maintenance import list_threads
 from slimcache.stores import (
     CompareAndDeleteOp,
     CompareAndSetOp,
@@ -79,17 +80,6 @@ CORE_SUFFIXES = [
 def stored(key: str, prefix: str = "") -> bytes:
     """The Redis key a cluster store with ``prefix`` writes ``key`` under."""
     return (prefix + cluster_key(key)).encode("utf-8", "surrogatepass")
-
-
-def original(name: str) -> str:
-    """Undo :func:`cluster_key`: a left inverse, so ``cluster_key`` is injective if it holds."""
-    if name.startswith("\x00"):
-        return name[1:]
-    if name.count("{") == 1 and name.count("}") == 1:
-        plain = name.replace("{", "").replace("}", "")
-        if cluster_key(plain) == name:
-            return plain
-    return name
 
 
 def unique(label: str) -> str:
@@ -185,7 +175,7 @@ def test_every_key_slimcache_writes_for_a_thread_is_tagged(
         name = cluster_key(keys.prefix + suffix)
         assert name.count("{") == 1
         assert name.count("}") == 1
-        assert original(name) == keys.prefix + suffix
+        assert original_key(name) == keys.prefix + suffix
 
 
 @given(THREAD_IDS, NAMESPACES, THREAD_IDS, NAMESPACES)
@@ -223,7 +213,7 @@ ANY_KEYS = st.one_of(
 @example("}thread_a{:index")
 def test_the_mapping_can_be_undone(key: str) -> None:
     for candidate in [key, *_lookalikes(key)]:
-        assert original(cluster_key(candidate)) == candidate
+        assert original_key(cluster_key(candidate)) == candidate
 
 
 @given(st.lists(ANY_KEYS, max_size=8))
@@ -711,3 +701,36 @@ def test_the_docs_example_runs_against_the_cluster(redis_cluster: RedisClusterSe
     assert result.returncode == 0, result.stderr
     # The slots printed are those of the thread segment, the same under any prefix.
     assert result.stdout.splitlines() == printed.replace("myapp:", prefix).splitlines()
+
+
+@pytest.mark.servers
+async def test_scan_keys_lists_every_primary_page_by_page(
+    redis_cluster_store_factory: StoreFactoryOf[RedisStore],
+) -> None:
+    store = await redis_cluster_store_factory()
+    threads = [f"chat-{n}" for n in range(30)]  # thirty slots, spread over the three nodes
+    for thread in threads:
+        await store.set(ThreadKeys(thread).index, "i")
+        await store.set(ThreadKeys(thread).prefix + "summary:0-3", "s")
+    await store.set(ThreadKeys("elsewhere", namespace="tenant").index, "i")
+    await store.set("notes:thread_1", "not a thread's key")
+    listed: list[str] = []
+    nodes: set[str] = set()
+    cursor: str | None = None
+    for _ in range(200):
+        keys, cursor = await asyncio.wait_for(
+            store.scan_keys("thread_", cursor=cursor, count=5), GUARD
+        )
+        listed += keys
+        if cursor is None:
+            break
+        nodes.add(cursor.rpartition("@")[0])
+    expected = {ThreadKeys(t).index for t in threads} | {
+        ThreadKeys(t).prefix + "summary:0-3" for t in threads
+    }
+    assert set(listed) == expected
+    assert len(nodes) == 3  # every primary was scanned
+    everything = await list_threads(store, limit=1000)
+    assert (set(everything.threads), everything.cursor) == (set(threads), None)
+    with pytest.raises(ConfigurationError, match="cursor must be one scan_keys returned"):
+        await store.scan_keys("thread_", cursor="17")
