@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
+from slimcache._install import pip_install
 from slimcache.core.summarizer import SummaryContext
 from slimcache.core.truncation import (
     OnTruncated,
@@ -440,9 +441,8 @@ def _build_client(
     try:
         module = importlib.import_module(sdk.package)
     except ImportError:
-        install = f'pip install "slimcache[{sdk.package}]"'
         raise MissingExtraError(
-            f"{sdk.summarizer} needs the {sdk.package} package: {install}"
+            f"{sdk.summarizer} needs the {sdk.package} package: {pip_install(sdk.package)}"
         ) from None
     try:
         return getattr(module, sdk.client)(

@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from slimcache._install import pip_install
 from slimcache.core import recorder as _hooks
 from slimcache.stores import DatabaseTarget
 
@@ -40,12 +41,11 @@ if TYPE_CHECKING:
     from slimcache.core.results import CompressionResult
     from slimcache.messages import TokenCounter
 
-__all__ = ["EXTRA_MESSAGE", "SCOPE", "instrument", "instrumented", "thread_hash", "uninstrument"]
+__all__ = ["SCOPE", "instrument", "instrumented", "thread_hash", "uninstrument"]
 
 SCOPE = "slimcache"
 """The instrumentation scope: the meter's and the tracer's name (their version is slimcache's)."""
 
-EXTRA_MESSAGE = 'slimcache.telemetry needs its extra: pip install "slimcache[otel]"'
 
 # Latency buckets in seconds, from a memory-store hit to a slow model call.
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -93,7 +93,7 @@ def instrument(
     try:
         from opentelemetry import metrics, trace
     except ImportError:
-        raise ImportError(EXTRA_MESSAGE) from None
+        raise ImportError(f"slimcache.telemetry needs its extra: {pip_install('otel')}") from None
     version = _version()
     meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, version)
     tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE, version)

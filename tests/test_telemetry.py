@@ -28,6 +28,7 @@ from slimcache import (
     Summarizer,
     SummaryContext,
 )
+from slimcache._install import pip_install
 from slimcache.llm import OpenAISummarizer
 from slimcache.pydantic_ai import PydanticAISummarizer
 from slimcache.testing import StoreFactory
@@ -489,6 +490,4 @@ def test_without_the_extra_compressors_work_and_instrument_says_what_to_install(
         """)
     )
     assert done.returncode == 0, done.stderr
-    assert (
-        done.stdout.strip() == 'slimcache.telemetry needs its extra: pip install "slimcache[otel]"'
-    )
+    assert done.stdout.strip() == f"slimcache.telemetry needs its extra: {pip_install('otel')}"

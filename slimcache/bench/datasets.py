@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, MissingExtraError
+from slimcache._install import pip_install
 from slimcache.messages import PINNED_ROLES, check_messages
 
 __all__ = [
@@ -141,7 +142,7 @@ def load_chitchat() -> Dataset:
         text = source.read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise MissingExtraError(
-            f"the chitchat dataset is not installed ({exc}); run: pip install 'slimcache[bench]'"
+            f"the chitchat dataset is not installed ({exc}); run: {pip_install('bench')}"
         ) from None
     raw = json.loads(text)
     if not isinstance(raw, dict):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slimcache._install import pip_install
 from slimcache.bench.results import BenchReport, ModeResult
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def write_plot(report: BenchReport, path: str | Path) -> None:
         from slimcache._exceptions import MissingExtraError
 
         raise MissingExtraError(
-            f"--plot needs matplotlib ({exc}); run: pip install 'slimcache[bench]'"
+            f"--plot needs matplotlib ({exc}); run: {pip_install('bench')}"
         ) from None
 
     counts = report.requests_per_conversation

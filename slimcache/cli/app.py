@@ -13,15 +13,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from slimcache._install import pip_install
 from slimcache.cli.common import DEFAULT_STORE_URL, USAGE_ERROR
 
 if TYPE_CHECKING:
     import typer
 
-__all__ = ["BENCH_EXTRA_MESSAGE", "DEFAULT_STORE_URL", "EXTRA_MESSAGE", "build_app", "main"]
-
-EXTRA_MESSAGE = "the slimcache command needs its extra: pip install 'slimcache[cli]'"
-BENCH_EXTRA_MESSAGE = "slimcache bench needs its extra: pip install 'slimcache[bench]'"
+__all__ = ["DEFAULT_STORE_URL", "build_app", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -30,8 +28,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         app = build_app()
     except ImportError:
-        bench = bool(args) and args[0] == "bench"
-        print(BENCH_EXTRA_MESSAGE if bench else EXTRA_MESSAGE, file=sys.stderr)
+        if args and args[0] == "bench":
+            print(f"slimcache bench needs its extra: {pip_install('bench')}", file=sys.stderr)
+        else:
+            print(f"the slimcache command needs its extra: {pip_install('cli')}", file=sys.stderr)
         raise SystemExit(USAGE_ERROR) from None
     app(args=args, prog_name="slimcache")
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any, cast
 import typer
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, SlimcacheError
+from slimcache._install import pip_install
 from slimcache.bench.datasets import (
     CHITCHAT,
     BenchConversation,
@@ -261,7 +262,7 @@ def _check_plotting() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise CommandError(
-            "--plot needs matplotlib: pip install 'slimcache[bench]'", USAGE_ERROR
+            f"--plot needs matplotlib: {pip_install('bench')}", USAGE_ERROR
         ) from None
 
 

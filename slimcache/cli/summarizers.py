@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
+from slimcache._install import pip_install
 from slimcache.bench.summarizers import OfflineSummarizer
 from slimcache.core.truncation import OnTruncated
 from slimcache.llm import (
@@ -104,7 +105,7 @@ def make_summarizer(spec: str, options: ModelOptions | None = None) -> BenchMode
     except MissingExtraError:
         raise MissingExtraError(
             f"--summarizer {provider}:MODEL needs the {provider} package: "
-            f'pip install "slimcache[bench,{provider}]"'
+            f"{pip_install(f'bench,{provider}')}"
         ) from None
 
 

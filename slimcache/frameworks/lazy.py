@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Callable, Mapping
 
 from slimcache._exceptions import MissingExtraError
+from slimcache._install import pip_install
 from slimcache._public import publish
 
 __all__ = ["lazy_exports"]
@@ -23,6 +24,7 @@ def lazy_exports(
     *,
     packages: tuple[str, ...],
     needs: str,
+    extra: str,
 ) -> Callable[[str], object]:
     """Make the ``__getattr__`` of a package whose names need another package (a framework):
     each is imported on first use, published as the package's own, and kept.
@@ -33,8 +35,9 @@ def lazy_exports(
         homes: Each lazily imported name -> the private module that defines it.
         packages: The top-level names of the packages it needs, told apart from other
             ``ImportError``s.
-        needs: What to install, as the error says it (``'langchain 1.0 or later: pip install
-            "slimcache[langchain]"'``).
+        needs: What it needs, as the error says it (``"langchain 1.0 or later"``).
+        extra: The slimcache extra that installs it; the error says how to add it to this
+            install (see :func:`slimcache._install.pip_install`).
 
     Raises (from the returned function):
         AttributeError: The name is not one of ``homes``.
@@ -49,7 +52,8 @@ def lazy_exports(
         except ImportError as exc:
             if exc.name is None or not exc.name.startswith(packages):
                 raise
-            raise MissingExtraError(f"{module}.{name} needs {needs}") from None
+            install = pip_install(extra)
+            raise MissingExtraError(f"{module}.{name} needs {needs}: {install}") from None
         value = getattr(home, name)
         publish(module, {name: value}, [name])
         namespace[name] = value

@@ -68,5 +68,6 @@ if not _typing.TYPE_CHECKING:
         globals(),
         _LAZY,
         packages=("langchain", "langgraph"),
-        needs='langchain 1.0 or later: pip install "slimcache[langchain]"',
+        needs="langchain 1.0 or later",
+        extra="langchain",
     )

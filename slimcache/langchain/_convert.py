@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slimcache._exceptions import InvalidInput, MissingExtraError
+from slimcache._install import pip_install
 from slimcache.messages import Message, check_messages
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def require_langchain() -> None:
         import langchain_core.messages  # noqa: F401
     except ImportError:
         raise MissingExtraError(
-            'slimcache.langchain needs langchain-core: pip install "slimcache[langchain]"'
+            f"slimcache.langchain needs langchain-core: {pip_install('langchain')}"
         ) from None
 
 

@@ -48,7 +48,8 @@ if not _typing.TYPE_CHECKING:
         globals(),
         _LAZY,
         packages=("agents", "openai"),
-        needs='the OpenAI Agents SDK: pip install "slimcache[openai-agents]"',
+        needs="the OpenAI Agents SDK",
+        extra="openai-agents",
     )
 
     def __dir__() -> list[str]:

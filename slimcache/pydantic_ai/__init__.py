@@ -41,7 +41,8 @@ if not _typing.TYPE_CHECKING:
         globals(),
         _LAZY,
         packages=("pydantic_ai",),
-        needs='Pydantic AI 2: pip install "slimcache[pydantic-ai]"',
+        needs="Pydantic AI 2",
+        extra="pydantic-ai",
     )
 
     def __dir__() -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from slimcache._install import pip_install
 from slimcache.cli.common import DEFAULT_STORE_URL
 from tests.cli.support import invoke
 
@@ -70,12 +71,10 @@ def test_the_store_tools_need_only_the_cli_extra(tmp_path: Path) -> None:
 def test_without_typer_each_command_names_the_extra_it_needs(tmp_path: Path) -> None:
     done = _run_without({"typer", "rich"}, "inspect", "memory://", "--thread", "t", cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.strip() == (
-        "the slimcache command needs its extra: pip install 'slimcache[cli]'"
-    )
+    assert done.stderr.strip() == f"the slimcache command needs its extra: {pip_install('cli')}"
     done = _run_without({"typer", "rich"}, "bench", cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.strip() == "slimcache bench needs its extra: pip install 'slimcache[bench]'"
+    assert done.stderr.strip() == f"slimcache bench needs its extra: {pip_install('bench')}"
 
 
 @pytest.mark.parametrize("command", [[], ["bench"], ["inspect"], ["clear"]])

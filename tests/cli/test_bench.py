@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from slimcache._install import pip_install
 from tests.cli.support import SMALL, conversation, flat, invoke, sqlite_url
 from tests.servers.llm_server import (
     ANTHROPIC_PATH,
@@ -104,7 +105,7 @@ def test_missing_sdk_names_the_pip_install(monkeypatch: pytest.MonkeyPatch, tmp_
         env={"OPENAI_API_KEY": "k"},
     )
     assert result.exit_code == 2
-    assert 'needs the openai package: pip install "slimcache[bench,openai]"' in flat(result.stderr)
+    assert f"needs the openai package: {pip_install('bench,openai')}" in flat(result.stderr)
     assert not db.exists()
 
 

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from slimcache import ConfigurationError, MemoryStore, MissingExtraError, SummarizerError
+from slimcache._install import pip_install
 from slimcache.bench.engine import run_bench
 from slimcache.bench.summarizers import OfflineSummarizer
 from slimcache.cli.summarizers import (
@@ -112,7 +113,7 @@ def test_a_missing_sdk_names_the_pip_install(
     monkeypatch.setitem(sys.modules, provider, None)  # makes `import <provider>` fail
     with pytest.raises(MissingExtraError) as caught:
         make_summarizer(f"{provider}:model")
-    assert f'pip install "slimcache[bench,{provider}]"' in str(caught.value)
+    assert pip_install(f"bench,{provider}") in str(caught.value)
 
 
 # ---------------------------------------------------------------- the endpoint check
