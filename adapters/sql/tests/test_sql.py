@@ -33,7 +33,7 @@ from slimcache.stores import CompareAndDeleteOp, DeleteOp, GetOp, SetOp, StoreOp
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 from tests.fakes import RecordingSummarizer, chat
 from tests.servers.postgres_server import PostgresServer
-from tests.servers.sqlite_files import sqlite_url
+from tests.servers.sqlite_files import held_file, sqlite_url
 
 Factory = Callable[..., Awaitable[SQLStore]]
 
@@ -594,10 +594,7 @@ async def test_setup_waits_for_a_fresh_file_held_by_another_connection(tmp_path:
     # up: the table cannot be created (nor even WAL switched on) until it lets go. Setup waits
     # within its time bound, however short SQLite's own lock wait, instead of failing at once.
     path = tmp_path / "fresh.db"
-    holder = sqlite3.connect(path, isolation_level=None)
-    try:
-        holder.execute("BEGIN EXCLUSIVE")
-        holder.execute("CREATE TABLE other (x INTEGER)")
+    with held_file(path) as holder:
         async with SQLStore.from_url(sqlite_url(path), timeout=10.0, busy_timeout=0.05) as store:
             setup = asyncio.create_task(store.setup())
             await asyncio.sleep(0.5)
@@ -606,24 +603,16 @@ async def test_setup_waits_for_a_fresh_file_held_by_another_connection(tmp_path:
             await asyncio.wait_for(setup, timeout=GUARD)
             await store.set("k", "v")
             assert await store.get("k") == "v"
-    finally:
-        holder.close()
 
 
 async def test_setup_on_a_held_file_still_ends_within_its_bound(tmp_path: Path) -> None:
     path = tmp_path / "held.db"
-    holder = sqlite3.connect(path, isolation_level=None)
-    try:
-        holder.execute("BEGIN EXCLUSIVE")
-        holder.execute("CREATE TABLE other (x INTEGER)")
+    with held_file(path):
         async with SQLStore.from_url(sqlite_url(path), timeout=0.5, busy_timeout=0.05) as store:
             start = time.monotonic()
             with pytest.raises(StoreTimeout):
                 await asyncio.wait_for(store.setup(), timeout=GUARD)
             assert time.monotonic() - start < 0.5 + 2.0
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
 
 
 async def test_a_held_file_does_not_make_the_store_open_a_connection_per_attempt(
@@ -635,10 +624,7 @@ async def test_a_held_file_does_not_make_the_store_open_a_connection_per_attempt
     # call's bound may cancel it, and that cancellation can leave aiosqlite's closing task
     # waiting forever, so that the program hangs when its event loop shuts down.
     path = tmp_path / "held-connects.db"
-    holder = sqlite3.connect(path, isolation_level=None)
-    try:
-        holder.execute("BEGIN EXCLUSIVE")
-        holder.execute("CREATE TABLE other (x INTEGER)")
+    with held_file(path) as holder:
         async with SQLStore.from_url(sqlite_url(path), timeout=0.5, busy_timeout=0.02) as store:
             opened: list[object] = []
 
@@ -652,8 +638,6 @@ async def test_a_held_file_does_not_make_the_store_open_a_connection_per_attempt
             holder.execute("COMMIT")
             await store.set("k", "v")  # a kept connection switches the file to WAL now
             assert await store.get("k") == "v"
-    finally:
-        holder.close()
     with sqlite3.connect(path) as reader:
         assert reader.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
@@ -663,20 +647,16 @@ async def test_a_connection_opened_on_a_held_file_gets_its_pragmas_when_next_tak
 ) -> None:
     path = tmp_path / "held-pragmas.db"
     engine = create_async_engine(sqlite_url(path), pool_size=1, max_overflow=0)
-    holder = sqlite3.connect(path, isolation_level=None)
     try:
         async with SQLStore(engine, busy_timeout=0.02):  # installs the connect hooks
-            holder.execute("BEGIN EXCLUSIVE")
-            holder.execute("CREATE TABLE other (x INTEGER)")
-            async with engine.connect():  # opened while the file is held: no pragmas yet
-                pass
-            holder.execute("COMMIT")
+            with held_file(path):
+                async with engine.connect():  # opened while the file is held: no pragmas yet
+                    pass
             async with engine.connect() as conn:  # the same connection, out of the pool again
                 synchronous = (await conn.exec_driver_sql("PRAGMA synchronous")).scalar()
                 journal = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
             assert (synchronous, journal) == (1, "wal")  # NORMAL, not SQLite's FULL (2)
     finally:
-        holder.close()
         await engine.dispose()
 
 
