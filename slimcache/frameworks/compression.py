@@ -29,7 +29,7 @@ from slimcache.core.results import CompressionResult, Stats
 from slimcache.core.settings.compressor import CompressorOptions
 from slimcache.core.summarizer import Summarizer
 from slimcache.frameworks.caller_loop import calling_from
-from slimcache.frameworks.settings import AgentSettings, OnSummarizerError
+from slimcache.frameworks.settings import AgentSettings, OnSummarizerError, compressor_options
 from slimcache.frameworks.sizes import (
     ceiling_policy,
     keep_policy,
@@ -90,7 +90,7 @@ class AgentCompression:
         settings: The integration's settings: ``trigger``, ``keep`` and ``ceiling`` in the
             sizes of :mod:`slimcache.frameworks.sizes`, ``refresh``, ``on_summarizer_error``
             (see :data:`OnSummarizerError`), and the compressor's own
-            (:meth:`~slimcache.frameworks.settings.AgentSettings.compressor_options`).
+            (:func:`~slimcache.frameworks.settings.compressor_options`).
 
     Raises:
         ConfigurationError: For any invalid setting, before the store is opened.
@@ -101,7 +101,7 @@ class AgentCompression:
     ) -> None:
         self._summarizer = summarizer
         self._settings = settings
-        self._options: CompressorOptions = settings.compressor_options()
+        self._options = compressor_options(settings)
         self._needs_size = needs_context_size(settings.trigger, settings.keep, settings.ceiling)
         self._lock = threading.Lock()
         self._compressors: dict[int | None, tuple[SummarizeCompressor, SummarizeCompressor]] = {}

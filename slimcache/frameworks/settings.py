@@ -8,12 +8,12 @@ integration with settings of its own subclasses both (the Agents SDK adds ``cont
 Pydantic AI ``on_truncated``).
 
 An integration builds its settings with :func:`settings_from`, which refuses a keyword that is
-not a setting as Python refuses one, and shows them in its signature with :func:`signature`, so
-:func:`inspect.signature` and ``help()`` list every keyword with its default
-(:class:`SettingsSignature`). It hands the
-object to :class:`~slimcache.frameworks.compression.AgentCompression`, which reads what it
-needs and gives the compressor the rest (:meth:`AgentSettings.compressor_options`): each
-setting reaches the compressor through that one method.
+not a setting as Python refuses one, and shows them in its signature with
+:class:`SettingsSignature`, so :func:`inspect.signature` and ``help()`` list every keyword with
+its default. It hands the object to
+:class:`~slimcache.frameworks.compression.AgentCompression`, which reads what it needs and gives
+the compressor the rest (:func:`compressor_options`): each setting reaches the compressor
+through that one function.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ __all__ = [
     "OnSummarizerError",
     "SettingsSignature",
     "SummaryPlacement",
+    "compressor_options",
     "settings_from",
     "signature",
 ]
@@ -134,27 +135,28 @@ class AgentSettings:
         check_choice("summary_placement", self.summary_placement, get_args(SummaryPlacement))
         check_choice("on_summarizer_error", self.on_summarizer_error, get_args(OnSummarizerError))
 
-    def compressor_options(self) -> CompressorOptions:
-        """The settings the compressor takes as they are, and ``on_summarizer_error`` as it
-        reads it (a degrading integration has its compressor raise, and serves the cache).
 
-        ``trigger``, ``keep``, ``ceiling`` and ``refresh`` are not among them: they are sizes
-        the integration turns into the compressor's policies, once it knows the context size.
-        """
-        return {
-            "token_counter": self.token_counter,
-            "max_summary_tokens": self.max_summary_tokens,
-            "prompts": self.prompts,
-            "summary_template": self.summary_template,
-            "summary_role": "system",
-            "namespace": self.namespace,
-            "ttl": self.ttl,
-            "on_summarizer_error": (
-                "uncompressed" if self.on_summarizer_error == "uncompressed" else "raise"
-            ),
-            "on_store_error": self.on_store_error,
-            "on_over_budget": self.on_over_budget,
-        }
+def compressor_options(settings: AgentSettings) -> CompressorOptions:
+    """The settings the compressor takes as they are, and ``on_summarizer_error`` as it reads
+    it (a degrading integration has its compressor raise, and serves the cache).
+
+    ``trigger``, ``keep``, ``ceiling`` and ``refresh`` are not among them: they are sizes the
+    integration turns into the compressor's policies, once it knows the context size.
+    """
+    return {
+        "token_counter": settings.token_counter,
+        "max_summary_tokens": settings.max_summary_tokens,
+        "prompts": settings.prompts,
+        "summary_template": settings.summary_template,
+        "summary_role": "system",
+        "namespace": settings.namespace,
+        "ttl": settings.ttl,
+        "on_summarizer_error": (
+            "uncompressed" if settings.on_summarizer_error == "uncompressed" else "raise"
+        ),
+        "on_store_error": settings.on_store_error,
+        "on_over_budget": settings.on_over_budget,
+    }
 
 
 SettingsT = TypeVar("SettingsT", bound=AgentSettings)
