@@ -49,6 +49,9 @@ messages since (``"degrade"``), send every message (``"uncompressed"``), or rais
 SummaryPlacement = Literal["system", "user"]
 """Where an integration puts the summary: as a system or as a user message."""
 
+_PLACEMENTS = get_args(SummaryPlacement)
+_ON_SUMMARIZER_ERROR = get_args(OnSummarizerError)
+
 
 class AgentOptions(TypedDict, total=False):
     """The keyword arguments every agent integration takes, each with the type of the
@@ -132,8 +135,8 @@ class AgentSettings:
     on_over_budget: OnOverBudget = "cut"
 
     def __post_init__(self) -> None:
-        check_choice("summary_placement", self.summary_placement, get_args(SummaryPlacement))
-        check_choice("on_summarizer_error", self.on_summarizer_error, get_args(OnSummarizerError))
+        check_choice("summary_placement", self.summary_placement, _PLACEMENTS)
+        check_choice("on_summarizer_error", self.on_summarizer_error, _ON_SUMMARIZER_ERROR)
 
 
 def compressor_options(settings: AgentSettings) -> CompressorOptions:
