@@ -7,6 +7,8 @@
 - :mod:`~slimcache.frameworks.compression`: the compression each integration runs, on
   slimcache's event loop, degrading to the last cached summary when the summarizer fails,
   and where the summary went in the messages given.
+- :mod:`~slimcache.frameworks.settings`: the settings every integration takes by keyword, as
+  one frozen object, and their place in each integration's signature.
 - :mod:`~slimcache.frameworks.caller_loop`: a framework model's requests go back to the
   agent's own event loop.
 - :mod:`~slimcache.frameworks.providers`: the provider a framework's model reaches, in

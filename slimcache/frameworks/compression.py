@@ -1,11 +1,11 @@
 """The compression every framework integration runs: on slimcache's loop, degrading, not raising.
 
-:class:`AgentCompression` holds what an integration was given (a summarizer, a store, the
-``trigger`` and ``keep`` sizes of :mod:`slimcache.frameworks.sizes`, the compressor's other
-settings) and compresses OpenAI-style message dicts for a thread. It builds the
-:class:`~slimcache.SummarizeCompressor` once (at the first call when a size is a fraction of a
-context window only the model knows), and runs it on the event loop of :mod:`slimcache.sync`,
-so that the store's connections stay on one loop whatever loops the agent runs.
+:class:`AgentCompression` holds what an integration was given (a summarizer, a store, its
+:class:`~slimcache.frameworks.settings.AgentSettings`) and compresses OpenAI-style message dicts
+for a thread. It builds the :class:`~slimcache.SummarizeCompressor` once (at the first call when
+a size is a fraction of a context window only the model knows), and runs it on the event loop
+of :mod:`slimcache.sync`, so that the store's connections stay on one loop whatever loops the
+agent runs.
 
 Inside an agent's loop a failing summarizer must not fail the agent. With
 ``on_summarizer_error="degrade"`` (the default) the request is answered from what the store
@@ -21,14 +21,15 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import Keep, Trigger, WindowState
 from slimcache.core.results import CompressionResult, Stats
+from slimcache.core.settings.compressor import CompressorOptions
 from slimcache.core.summarizer import Summarizer
 from slimcache.frameworks.caller_loop import calling_from
+from slimcache.frameworks.settings import AgentSettings, OnSummarizerError, compressor_options
 from slimcache.frameworks.sizes import (
     ceiling_policy,
     keep_policy,
@@ -43,12 +44,6 @@ from slimcache.sync import default_runner
 __all__ = ["AgentCompression", "Never", "OnSummarizerError", "Summarized", "summarized"]
 
 logger = logging.getLogger("slimcache")
-
-OnSummarizerError = Literal["degrade", "uncompressed", "raise"]
-"""What an integration does when the summarizer fails: serve the last cached summary and the
-messages since (``"degrade"``), send every message (``"uncompressed"``), or raise."""
-
-_CHOICES = ("degrade", "uncompressed", "raise")
 
 # Checks the settings of an integration whose context size is known only at its first call.
 _PROBE_CONTEXT_SIZE = 1_000_000
@@ -92,51 +87,22 @@ class AgentCompression:
     Args:
         summarizer: A slimcache summarizer.
         store: A store, a URL (opened here and closed by :meth:`close`), or ``None``.
-        trigger: When to summarize, in the sizes of :mod:`slimcache.frameworks.sizes`.
-        keep: How much stays verbatim.
-        on_summarizer_error: See :data:`OnSummarizerError`.
-        refresh: ``"inline"`` (default): a request the trigger fires on waits for its summary.
-            ``"background"``: it is answered at once with the cached summary and every later
-            message while that stays within ``ceiling``, and the summary is extended behind it
-            (see :class:`~slimcache.SummarizeCompressor`).
-        ceiling: With ``refresh="background"``, how much the compressed request may hold, in
-            the sizes of :mod:`slimcache.frameworks.sizes` (``("messages", 80)``).
-        settings: The compressor's other settings (``max_summary_tokens``, ``namespace``...).
+        settings: The integration's settings: ``trigger``, ``keep`` and ``ceiling`` in the
+            sizes of :mod:`slimcache.frameworks.sizes`, ``refresh``, ``on_summarizer_error``
+            (see :data:`OnSummarizerError`), and the compressor's own
+            (:func:`~slimcache.frameworks.settings.compressor_options`).
 
     Raises:
-        ConfigurationError: For any invalid argument, before the store is opened.
+        ConfigurationError: For any invalid setting, before the store is opened.
     """
 
     def __init__(
-        self,
-        summarizer: Summarizer,
-        store: Store | str | None,
-        *,
-        trigger: object,
-        keep: object,
-        on_summarizer_error: OnSummarizerError = "degrade",
-        refresh: Literal["inline", "background"] = "inline",
-        ceiling: object = None,
-        settings: dict[str, Any],
+        self, summarizer: Summarizer, store: Store | str | None, settings: AgentSettings
     ) -> None:
-        if on_summarizer_error not in _CHOICES:
-            raise ConfigurationError(
-                "on_summarizer_error must be 'degrade', 'uncompressed' or 'raise', "
-                f"got {on_summarizer_error!r}"
-            )
         self._summarizer = summarizer
-        self._trigger = trigger
-        self._keep = keep
-        self._refresh = refresh
-        self._ceiling = ceiling
-        self._mode = on_summarizer_error
-        self._settings = dict(settings)
-        self._settings["on_summarizer_error"] = (
-            "uncompressed" if on_summarizer_error == "uncompressed" else "raise"
-        )
-        self._needs_size = needs_context_size(trigger, keep) or (
-            ceiling is not None and needs_context_size(ceiling, keep)
-        )
+        self._settings = settings
+        self._options = compressor_options(settings)
+        self._needs_size = needs_context_size(settings.trigger, settings.keep, settings.ceiling)
         self._lock = threading.Lock()
         self._compressors: dict[int | None, tuple[SummarizeCompressor, SummarizeCompressor]] = {}
         # Every setting is checked before the store is opened, also when the context size
@@ -147,6 +113,11 @@ class AgentCompression:
             background=True,
         )
         self._handle = StoreHandle.of(store)
+
+    @property
+    def settings(self) -> AgentSettings:
+        """The integration's settings, as given."""
+        return self._settings
 
     @property
     def store(self) -> Store:
@@ -209,11 +180,12 @@ class AgentCompression:
                 "a fraction in trigger or keep needs the model's context size, which the model "
                 "does not give: use ('tokens', n) or ('messages', n)"
             )
-        trigger = trigger_policy(self._trigger, context_size)
-        keep = keep_policy(self._keep, trigger, context_size)
+        settings = self._settings
+        trigger = trigger_policy(settings.trigger, context_size)
+        keep = keep_policy(settings.keep, trigger, context_size)
         ceiling = None
-        if self._ceiling is not None:
-            ceiling = ceiling_policy(self._ceiling, trigger, context_size)
+        if settings.ceiling is not None:
+            ceiling = ceiling_policy(settings.ceiling, trigger, context_size)
         return trigger, keep, ceiling
 
     def _build(
@@ -226,19 +198,11 @@ class AgentCompression:
         background: bool,
     ) -> SummarizeCompressor:
         """A compressor; ``background``: with the refresh and ceiling asked for."""
-        if not background:
-            return SummarizeCompressor(
-                self._summarizer, store, trigger=trigger, keep=keep, **self._settings
-            )
-        return SummarizeCompressor(
-            self._summarizer,
-            store,
-            trigger=trigger,
-            keep=keep,
-            refresh=self._refresh,
-            ceiling=ceiling,
-            **self._settings,
-        )
+        options: CompressorOptions = {**self._options, "trigger": trigger, "keep": keep}
+        if background:
+            options["refresh"] = self._settings.refresh
+            options["ceiling"] = ceiling
+        return SummarizeCompressor(self._summarizer, store, **options)
 
     def _pair(self, context_size: int | None) -> tuple[SummarizeCompressor, SummarizeCompressor]:
         key = context_size if self._needs_size else None
@@ -264,7 +228,7 @@ class AgentCompression:
         try:
             return await compressor.compress_detailed(messages, thread_id=thread_id)
         except SummarizerError as exc:
-            if self._mode == "raise":
+            if self._settings.on_summarizer_error == "raise":
                 raise
             logger.warning(
                 "the summarizer failed; serving the last cached summary of thread %s and the "

@@ -109,14 +109,18 @@ def _alternatives(trigger: object, *, nested: bool = False) -> list[list[tuple[s
     )
 
 
-def needs_context_size(trigger: object, keep: object) -> bool:
-    """Whether ``trigger`` or ``keep`` holds a fraction, which needs the context size.
+def needs_context_size(trigger: object, keep: object, ceiling: object = None) -> bool:
+    """Whether ``trigger``, ``keep`` or ``ceiling`` (a size, or ``None``) holds a fraction,
+    which needs the context size.
 
     Raises:
-        ConfigurationError: Either is malformed.
+        ConfigurationError: One is malformed, naming it.
     """
     sizes = [size for sizes in _alternatives(trigger) for size in sizes]
-    return any(unit == "fraction" for unit, _ in [*sizes, _checked_size(keep, "keep")])
+    sizes.append(_checked_size(keep, "keep"))
+    if ceiling is not None:
+        sizes.append(_checked_size(ceiling, "ceiling"))
+    return any(unit == "fraction" for unit, _ in sizes)
 
 
 def _absolute(unit: str, number: float, context_size: int | None) -> tuple[str, int]:

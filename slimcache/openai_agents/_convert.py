@@ -16,13 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from slimcache.frameworks.compression import Summarized
+from slimcache.frameworks.settings import SummaryPlacement
 
 __all__ = ["Placement", "from_items", "window"]
 
-Placement = Literal["system", "user"]
+Placement = SummaryPlacement
 
 _USER_ROLES = ("user", "system", "developer")
 # Items a model produces beside its messages and calls: kept in the turn they belong to.

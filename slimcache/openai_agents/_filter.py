@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
-from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
-from slimcache.frameworks.compression import OnSummarizerError
-from slimcache.frameworks.sizes import ContextSize, TriggerSpec
-from slimcache.messages import TokenCounter, approx_tokens
+from slimcache.core.summarizer import Summarizer
+from slimcache.frameworks.settings import SettingsSignature, settings_from
 from slimcache.openai_agents._compressing import ItemCompression
-from slimcache.openai_agents._convert import Placement
+from slimcache.openai_agents._settings import OpenAIAgentsOptions, OpenAIAgentsSettings
 from slimcache.stores import Store
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CachedSummarizationFilter"]
 
@@ -44,38 +44,14 @@ class CachedSummarizationFilter:
             (``"gpt-4o-mini"``), or a slimcache summarizer ``(messages, context) -> str``.
         store: A store, a store URL (opened here and closed by :meth:`close`), or ``None`` for
             one in this process.
-        trigger: When to summarize: ``("messages", n)`` when the verbatim messages reach ``n``,
-            ``("tokens", n)`` when all the input does, ``("fraction", f)`` of
-            ``context_window``; a dict of sizes that must all be reached, or a list of which any
-            one suffices.
-        keep: How much stays verbatim: ``("messages", n)``, ``("tokens", n)`` or
-            ``("fraction", f)``; below a trigger of the same unit.
         thread_id: The thread the summaries are kept under: a string, or a function of the
             ``CallModelData`` (its ``context`` holds your run context). Without one nothing is
             cached.
-        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``).
-        max_summary_tokens: The summary's token budget.
-        prompts: The prompts the summarizer gets (default: slimcache's).
-        summary_template: The summary's text as the model sees it.
-        summary_placement: The role of the summary message: ``"system"`` (default) or
-            ``"user"``.
-        namespace: Namespace of every store key.
-        ttl: Seconds cached summaries live (``None``: until deleted); it slides on hits.
-        context_window: The model's context window in tokens, for fractions.
-        on_summarizer_error: ``"degrade"`` (default): when the summarizer fails, the model gets
-            the last cached summary and the items since (every item when none is cached), with
-            a warning; ``"uncompressed"``: every item; ``"raise"``.
-        refresh: ``"inline"`` (default): a call the trigger fires on waits for its summary.
-            ``"background"``: the model gets the cached summary and everything after it at
-            once while that stays within ``ceiling``, and the summary is extended behind the
-            call (see the guide "Refresh summaries in the background").
-        ceiling: With ``refresh="background"``, how much the compressed input may hold, in the
-            sizes of ``trigger`` (``("messages", 80)``, ``("tokens", 6000)``, ...).
-        on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
-        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call is
-            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
-            ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``; see
-            ``on_summarizer_error``).
+        **options: The settings, by keyword (``trigger=("messages", 50)``,
+            ``namespace="app"``, ...), each documented with its default in
+            :class:`~slimcache.openai_agents.OpenAIAgentsSettings`: those every agent
+            integration takes, and ``context_window``, which a fraction in ``trigger``,
+            ``keep`` or ``ceiling`` needs.
 
     A message count counts the messages as slimcache sees them: one per user, system or
     developer message and per tool output, and one per model turn (its messages, calls and
@@ -83,6 +59,7 @@ class CachedSummarizationFilter:
 
     Raises:
         ConfigurationError: For any invalid argument, before the store is opened.
+        TypeError: A keyword that is not one of its arguments.
         MissingExtraError: ``openai-agents`` is not installed (on import).
     """
 
@@ -91,48 +68,20 @@ class CachedSummarizationFilter:
         model: Model | str | Summarizer,
         store: Store | str | None = None,
         *,
-        trigger: TriggerSpec = ("messages", 50),
-        keep: ContextSize = ("messages", 20),
         thread_id: ThreadId = None,
-        token_counter: TokenCounter = approx_tokens,
-        max_summary_tokens: int = 1000,
-        prompts: Prompts | None = None,
-        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
-        summary_placement: Placement = "system",
-        namespace: str = "",
-        ttl: float | None = None,
-        context_window: int | None = None,
-        on_summarizer_error: OnSummarizerError = "degrade",
-        refresh: Literal["inline", "background"] = "inline",
-        ceiling: ContextSize | None = None,
-        on_store_error: Literal["raise", "bypass"] = "raise",
-        on_over_budget: OnOverBudget = "cut",
+        **options: Unpack[OpenAIAgentsOptions],
     ) -> None:
+        settings = settings_from(OpenAIAgentsSettings, "CachedSummarizationFilter", options)
         if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
             raise ConfigurationError(
                 f"thread_id must be a string or a function of the CallModelData, got {thread_id!r}"
             )
-        self._items = ItemCompression(
-            model,
-            store,
-            trigger=trigger,
-            keep=keep,
-            token_counter=token_counter,
-            max_summary_tokens=max_summary_tokens,
-            prompts=prompts,
-            summary_template=summary_template,
-            summary_placement=summary_placement,
-            namespace=namespace,
-            ttl=ttl,
-            context_window=context_window,
-            on_summarizer_error=on_summarizer_error,
-            refresh=refresh,
-            ceiling=ceiling,
-            on_store_error=on_store_error,
-            on_over_budget=on_over_budget,
-        )
+        self._items = ItemCompression(model, store, settings)
         self._thread_id = thread_id
         self._warned_no_thread = False
+
+    # inspect.signature() and help() list each setting as a keyword, with its default.
+    __signature__ = SettingsSignature(OpenAIAgentsSettings)
 
     @property
     def store(self) -> Store:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agents.memory.session import Session
 from agents.memory.session_settings import SessionSettings
@@ -10,14 +10,14 @@ from agents.models.interface import Model
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
-from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
-from slimcache.frameworks.compression import OnSummarizerError
-from slimcache.frameworks.sizes import ContextSize, TriggerSpec
-from slimcache.messages import TokenCounter, approx_tokens
+from slimcache.core.summarizer import Summarizer
+from slimcache.frameworks.settings import SettingsSignature, settings_from
 from slimcache.openai_agents._compressing import ItemCompression
-from slimcache.openai_agents._convert import Placement
+from slimcache.openai_agents._settings import OpenAIAgentsOptions, OpenAIAgentsSettings
 from slimcache.stores import Store
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CachedSummarySession"]
 
@@ -32,11 +32,7 @@ class CachedSummarySession:
     the session's id. Everything else (``add_items``, ``pop_item``, ``clear_session``, a
     ``get_items(limit)``) goes to the wrapped session as it is: the stored history is never
     rewritten, and works with any model the SDK can call. ``session_settings`` are the wrapped
-    session's. The arguments after ``thread_id`` (``trigger``, ``keep``, ``token_counter``,
-    ``max_summary_tokens``, ``prompts``, ``summary_template``, ``summary_placement``,
-    ``namespace``, ``ttl``, ``context_window``, ``on_summarizer_error``, ``refresh``,
-    ``ceiling``, ``on_store_error``, ``on_over_budget``) are those of
-    :class:`~slimcache.openai_agents.CachedSummarizationFilter`.
+    session's.
 
     Args:
         session: The session to wrap.
@@ -44,9 +40,13 @@ class CachedSummarySession:
             summarizer ``(messages, context) -> str``.
         store: A store, a store URL (opened here and closed by :meth:`close`), or ``None``.
         thread_id: The thread the summaries are kept under (default: ``session.session_id``).
+        **options: The settings, by keyword, as
+            :class:`~slimcache.openai_agents.CachedSummarizationFilter` takes them (see
+            :class:`~slimcache.openai_agents.OpenAIAgentsSettings`).
 
     Raises:
         ConfigurationError: For any invalid argument, before the store is opened.
+        TypeError: A keyword that is not one of its arguments.
     """
 
     def __init__(
@@ -56,49 +56,21 @@ class CachedSummarySession:
         store: Store | str | None = None,
         *,
         thread_id: str | None = None,
-        trigger: TriggerSpec = ("messages", 50),
-        keep: ContextSize = ("messages", 20),
-        token_counter: TokenCounter = approx_tokens,
-        max_summary_tokens: int = 1000,
-        prompts: Prompts | None = None,
-        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
-        summary_placement: Placement = "system",
-        namespace: str = "",
-        ttl: float | None = None,
-        context_window: int | None = None,
-        on_summarizer_error: OnSummarizerError = "degrade",
-        refresh: Literal["inline", "background"] = "inline",
-        ceiling: ContextSize | None = None,
-        on_store_error: Literal["raise", "bypass"] = "raise",
-        on_over_budget: OnOverBudget = "cut",
+        **options: Unpack[OpenAIAgentsOptions],
     ) -> None:
+        settings = settings_from(OpenAIAgentsSettings, "CachedSummarySession", options)
         if not isinstance(session, Session):
             raise ConfigurationError(f"session must be an Agents SDK Session, got {session!r}")
         if thread_id is not None and not isinstance(thread_id, str):
             raise ConfigurationError(f"thread_id must be a string, got {thread_id!r}")
-        self._items = ItemCompression(
-            model,
-            store,
-            trigger=trigger,
-            keep=keep,
-            token_counter=token_counter,
-            max_summary_tokens=max_summary_tokens,
-            prompts=prompts,
-            summary_template=summary_template,
-            summary_placement=summary_placement,
-            namespace=namespace,
-            ttl=ttl,
-            context_window=context_window,
-            on_summarizer_error=on_summarizer_error,
-            refresh=refresh,
-            ceiling=ceiling,
-            on_store_error=on_store_error,
-            on_over_budget=on_over_budget,
-        )
+        self._items = ItemCompression(model, store, settings)
         self.session = session
         self.session_id: str = session.session_id
         self.session_settings: SessionSettings | None = getattr(session, "session_settings", None)
         self._thread_id = thread_id or session.session_id
+
+    # inspect.signature() and help() list each setting as a keyword, with its default.
+    __signature__ = SettingsSignature(OpenAIAgentsSettings)
 
     @property
     def store(self) -> Store:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage
@@ -17,16 +17,18 @@ from pydantic_ai.tools import RunContext
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
-from slimcache.core.settings.checks import check_choice, check_summarizer
-from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE
-from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
-from slimcache.core.truncation import OnTruncated, check_on_truncated
-from slimcache.frameworks.compression import AgentCompression, OnSummarizerError, summarized
-from slimcache.frameworks.sizes import ContextSize, TriggerSpec
-from slimcache.messages import TokenCounter, approx_tokens
-from slimcache.pydantic_ai._convert import Placement, from_pydantic_ai, window
+from slimcache.core.settings.checks import check_summarizer
+from slimcache.core.summarizer import Summarizer
+from slimcache.core.truncation import OnTruncated
+from slimcache.frameworks.compression import AgentCompression, summarized
+from slimcache.frameworks.settings import SettingsSignature, settings_from
+from slimcache.pydantic_ai._convert import from_pydantic_ai, window
+from slimcache.pydantic_ai._settings import PydanticAIOptions, PydanticAISettings
 from slimcache.pydantic_ai._summarizer import PydanticAISummarizer
 from slimcache.stores import Store
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CachedSummarization"]
 
@@ -60,47 +62,20 @@ class CachedSummarization(AbstractCapability[Any]):
             (``"openai:gpt-4o-mini"``), or a slimcache summarizer ``(messages, context) -> str``.
         store: A store, a store URL (opened here and closed by :meth:`close`), or ``None`` for
             one in this process.
-        trigger: When to summarize: ``("messages", n)`` when the verbatim messages reach ``n``,
-            ``("tokens", n)`` when all the messages sent do, ``("fraction", f)`` of the model's
-            context window; a dict of sizes that must all be reached, or a list of which any
-            one suffices.
-        keep: How much stays verbatim once summarized: ``("messages", n)``, ``("tokens", n)``
-            or ``("fraction", f)``; below a trigger of the same unit.
         thread_id: The thread the summaries are kept under: a string, or a function of the
             ``RunContext``; by default the run's ``conversation_id``.
-        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``).
-        max_summary_tokens: The summary's token budget.
-        prompts: The prompts the summarizer gets (default: slimcache's).
-        summary_template: The summary's text as the model sees it; ``{summary}``,
-            ``{start}``, ``{end}`` and ``{count}`` are filled in.
-        summary_placement: ``"system"`` (default): a system prompt part after the agent's own;
-            ``"user"``: a user prompt part.
-        namespace: Namespace of every store key.
-        ttl: Seconds cached summaries live (``None``: until deleted); it slides on hits.
-        on_summarizer_error: ``"degrade"`` (default): when the summarizer fails, the model gets
-            the last cached summary and the messages since (all messages when none is cached),
-            with a warning; ``"uncompressed"``: all messages; ``"raise"``.
-        refresh: ``"inline"`` (default): a call the trigger fires on waits for its summary.
-            ``"background"``: the model gets the cached summary and everything after it at
-            once while that stays within ``ceiling``, and the summary is extended behind the
-            call (see the guide "Refresh summaries in the background").
-        ceiling: With ``refresh="background"``, how much the compressed input may hold, in the
-            sizes of ``trigger`` (``("messages", 80)``, ``("tokens", 6000)``, ...).
-        on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
-        on_truncated: When ``model`` is a Pydantic AI model or a model name: a reply still cut
-            at the budget after asking for a shorter one is kept with a warning (``"accept"``,
-            default; ``stats.truncated_accepted`` counts it) or is a summarizer failure
-            (``"raise"``). A slimcache summarizer given as ``model`` has its own.
-        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call is
-            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
-            ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``; see
-            ``on_summarizer_error``).
+        **options: The settings, by keyword (``trigger=("messages", 50)``,
+            ``namespace="app"``, ...), each documented with its default in
+            :class:`~slimcache.pydantic_ai.PydanticAISettings`: those every agent integration
+            takes, and ``on_truncated``. A fraction in ``trigger``, ``keep`` or ``ceiling`` is
+            of the model's context window, as the model gives it.
 
     A message count counts the messages as slimcache sees them: one per part of a request (a
     system prompt, a user prompt, a tool return) and one per response.
 
     Raises:
         ConfigurationError: For any invalid argument, before the store is opened.
+        TypeError: A keyword that is not one of its arguments.
         MissingExtraError: ``pydantic-ai`` is not installed (on import).
     """
 
@@ -109,52 +84,24 @@ class CachedSummarization(AbstractCapability[Any]):
         model: Model | str | Summarizer,
         store: Store | str | None = None,
         *,
-        trigger: TriggerSpec = ("messages", 50),
-        keep: ContextSize = ("messages", 20),
         thread_id: ThreadId = None,
-        token_counter: TokenCounter = approx_tokens,
-        max_summary_tokens: int = 1000,
-        prompts: Prompts | None = None,
-        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
-        summary_placement: Placement = "system",
-        namespace: str = "",
-        ttl: float | None = None,
-        on_summarizer_error: OnSummarizerError = "degrade",
-        refresh: Literal["inline", "background"] = "inline",
-        ceiling: ContextSize | None = None,
-        on_store_error: Literal["raise", "bypass"] = "raise",
-        on_truncated: OnTruncated = "accept",
-        on_over_budget: OnOverBudget = "cut",
+        **options: Unpack[PydanticAIOptions],
     ) -> None:
-        check_choice("summary_placement", summary_placement, ("system", "user"))
+        settings = settings_from(PydanticAISettings, "CachedSummarization", options)
         if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
             raise ConfigurationError(
                 f"thread_id must be a string or a function of the RunContext, got {thread_id!r}"
             )
         self._model = model if isinstance(model, Model) else None
+        self._settings = settings
         self._compression = AgentCompression(
-            _summarizer(model, check_on_truncated(on_truncated)),
-            store,
-            trigger=trigger,
-            keep=keep,
-            on_summarizer_error=on_summarizer_error,
-            refresh=refresh,
-            ceiling=ceiling,
-            settings={
-                "token_counter": token_counter,
-                "max_summary_tokens": max_summary_tokens,
-                "prompts": prompts,
-                "summary_template": summary_template,
-                "summary_role": "system",
-                "namespace": namespace,
-                "ttl": ttl,
-                "on_store_error": on_store_error,
-                "on_over_budget": on_over_budget,
-            },
+            _summarizer(model, settings.on_truncated), store, settings
         )
         self._thread_id = thread_id
-        self._placement: Placement = summary_placement
         self._warned_no_thread = False
+
+    # inspect.signature() and help() list each setting as a keyword, with its default.
+    __signature__ = SettingsSignature(PydanticAISettings)
 
     # ------------------------------------------------------------------ public
 
@@ -214,7 +161,11 @@ class CachedSummarization(AbstractCapability[Any]):
             size = _context_window(model) or _context_window(self._model)
         result = await self._compression.compress(dicts, self._thread_of(ctx), context_size=size)
         done = summarized(result)
-        return messages if done is None else window(messages, sources, done, self._placement)
+        return (
+            messages
+            if done is None
+            else window(messages, sources, done, self._settings.summary_placement)
+        )
 
     # ------------------------------------------------------------------ internals
 

@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -29,10 +29,11 @@ from pydantic_ai.messages import (
 )
 
 from slimcache.frameworks.compression import Summarized
+from slimcache.frameworks.settings import SummaryPlacement
 
 __all__ = ["Source", "from_pydantic_ai", "window"]
 
-Placement = Literal["system", "user"]
+Placement = SummaryPlacement
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slimcache import Stats
 from slimcache.frameworks.compression import AgentCompression
+from slimcache.frameworks.settings import AgentSettings
 from slimcache.stores import MemoryStore
 from slimcache.sync import drain
 from tests.fakes import RecordingSummarizer, chat
@@ -21,15 +22,13 @@ def test_stats_add_sums_counts_and_keeps_the_largest_lag() -> None:
 
 async def test_agent_compression_stats_keep_the_largest_lag_across_context_sizes() -> None:
     # A fraction in the ceiling needs the model's context size: one compressor per size.
-    compression = AgentCompression(
-        RecordingSummarizer(),
-        MemoryStore(),
+    settings = AgentSettings(
         trigger=("messages", 10),
         keep=("messages", 4),
         refresh="background",
         ceiling=("fraction", 0.5),
-        settings={},
     )
+    compression = AgentCompression(RecordingSummarizer(), MemoryStore(), settings)
     await compression.compress(chat(20, system=None), "a", context_size=1_000_000)
     await compression.compress(chat(30, system=None), "b", context_size=2_000_000)
     assert drain(timeout=30)  # the background refreshes, on slimcache's loop
