@@ -4,8 +4,7 @@
 Agents SDK's ``CachedSummarizationFilter`` and ``CachedSummarySession`` share, with their
 defaults and their meaning; :class:`AgentOptions` types them as keyword arguments
 (``**options: Unpack[AgentOptions]``), so a type checker checks them where they are given. An
-integration with settings of its own subclasses both (the Agents SDK adds ``context_window``,
-Pydantic AI ``on_truncated``).
+integration with settings of its own subclasses both (the Agents SDK adds ``context_window``).
 
 An integration builds its settings with :func:`settings_from`, which refuses a keyword that is
 not a setting as Python refuses one, and shows them in its signature with
@@ -28,6 +27,7 @@ from slimcache.core.settings.checks import check_choice
 from slimcache.core.settings.compressor import CompressorOptions
 from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE, RefreshMode
 from slimcache.core.summarizer import OnOverBudget, Prompts
+from slimcache.core.truncation import OnTruncated, check_on_truncated
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec
 from slimcache.messages import TokenCounter, approx_tokens
 
@@ -71,6 +71,7 @@ class AgentOptions(TypedDict, total=False):
     ceiling: ContextSize | None
     on_store_error: Literal["raise", "bypass"]
     on_over_budget: OnOverBudget
+    on_truncated: OnTruncated
 
 
 @dataclass(frozen=True)
@@ -113,10 +114,14 @@ class AgentSettings:
             ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
             ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``; see
             ``on_summarizer_error``).
+        on_truncated: When ``model`` is a framework's model or a model name: a reply still cut
+            at the budget after asking for a shorter one is kept with a warning (``"accept"``,
+            default; ``stats.truncated_accepted`` counts it) or is a summarizer failure
+            (``"raise"``). A slimcache summarizer given as ``model`` has its own.
 
     Raises:
-        ConfigurationError: ``summary_placement`` or ``on_summarizer_error`` is not one of its
-            choices.
+        ConfigurationError: ``summary_placement``, ``on_summarizer_error`` or ``on_truncated``
+            is not one of its choices.
     """
 
     trigger: TriggerSpec = ("messages", 50)
@@ -133,10 +138,12 @@ class AgentSettings:
     ceiling: ContextSize | None = None
     on_store_error: Literal["raise", "bypass"] = "raise"
     on_over_budget: OnOverBudget = "cut"
+    on_truncated: OnTruncated = "accept"
 
     def __post_init__(self) -> None:
         check_choice("summary_placement", self.summary_placement, _PLACEMENTS)
         check_choice("on_summarizer_error", self.on_summarizer_error, _ON_SUMMARIZER_ERROR)
+        check_on_truncated(self.on_truncated)
 
 
 def compressor_options(settings: AgentSettings) -> CompressorOptions:
@@ -208,7 +215,7 @@ def signature(init: Callable[..., None], kind: type[AgentSettings]) -> inspect.S
 class SettingsSignature:
     """The ``__signature__`` of a class whose ``__init__`` takes settings as ``**options``.
 
-    Set in the class body (``__signature__ = SettingsSignature(PydanticAISettings)``), it
+    Set in the class body (``__signature__ = SettingsSignature(AgentSettings)``), it
     shows the class's :func:`signature`, made when first asked for. It is the class's alone:
     an instance that is called (a filter, a history processor) has the signature of its
     ``__call__``, as a framework reading it expects, and a subclass with an ``__init__`` of its

@@ -12,6 +12,7 @@ from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.summarizer import Summarizer
+from slimcache.core.truncation import OnTruncated
 from slimcache.frameworks.compression import AgentCompression, summarized
 from slimcache.openai_agents._convert import from_items, window
 from slimcache.openai_agents._settings import OpenAIAgentsSettings
@@ -42,7 +43,9 @@ class ItemCompression:
         settings: OpenAIAgentsSettings,
     ) -> None:
         self.settings = settings
-        self.compression = AgentCompression(_summarizer(model), store, settings)
+        self.compression = AgentCompression(
+            _summarizer(model, settings.on_truncated), store, settings
+        )
 
     @property
     def stats(self) -> Stats:
@@ -63,9 +66,9 @@ class ItemCompression:
         return window(items, spans, done, settings.summary_placement)
 
 
-def _summarizer(model: object) -> Summarizer:
+def _summarizer(model: object, on_truncated: OnTruncated) -> Summarizer:
     if isinstance(model, (Model, str)):
-        return AgentsSummarizer(model)
+        return AgentsSummarizer(model, on_truncated=on_truncated)
     if not callable(model):
         raise ConfigurationError(
             "model must be an Agents SDK Model, a model name such as 'gpt-4o-mini', or a "

@@ -13,9 +13,8 @@ message::
 
 :class:`PydanticAISummarizer` makes any Pydantic AI model a slimcache summarizer.
 
-:class:`PydanticAISettings` documents the settings the capability takes by keyword (those of
-every agent integration, :class:`AgentSettings`, and ``on_truncated``);
-:class:`PydanticAIOptions` and :class:`AgentOptions` type them as a dict of keyword arguments.
+:class:`AgentSettings` documents the settings the capability takes by keyword (those of every
+agent integration); :class:`AgentOptions` types them as a dict of keyword arguments.
 
 Needs Pydantic AI 2 (``pip install "slimcache[pydantic-ai]"``). Importing this module does not
 import it; using what needs it without it raises :class:`~slimcache.MissingExtraError`.
@@ -25,12 +24,9 @@ from __future__ import annotations
 
 import typing as _typing
 
-from slimcache._public import publish as _publish
 from slimcache.frameworks.lazy import lazy_exports as _lazy_exports
 from slimcache.frameworks.settings import AgentOptions as AgentOptions
 from slimcache.frameworks.settings import AgentSettings as AgentSettings
-from slimcache.pydantic_ai._settings import PydanticAIOptions as PydanticAIOptions
-from slimcache.pydantic_ai._settings import PydanticAISettings as PydanticAISettings
 
 if _typing.TYPE_CHECKING:
     from slimcache.pydantic_ai._capability import CachedSummarization as CachedSummarization
@@ -40,13 +36,9 @@ __all__ = [
     "AgentOptions",
     "AgentSettings",
     "CachedSummarization",
-    "PydanticAIOptions",
-    "PydanticAISettings",
     "PydanticAISummarizer",
 ]
 
-# The settings need no Pydantic AI; AgentSettings keeps its own module, as both bridges export it.
-_publish(__name__, globals(), ["PydanticAIOptions", "PydanticAISettings"])
 
 # Both need pydantic_ai, so they are imported on first use, not with this module.
 _LAZY = {

@@ -21,9 +21,13 @@ from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.summarizer import Summarizer
 from slimcache.core.truncation import OnTruncated
 from slimcache.frameworks.compression import AgentCompression, summarized
-from slimcache.frameworks.settings import SettingsSignature, settings_from
+from slimcache.frameworks.settings import (
+    AgentOptions,
+    AgentSettings,
+    SettingsSignature,
+    settings_from,
+)
 from slimcache.pydantic_ai._convert import from_pydantic_ai, window
-from slimcache.pydantic_ai._settings import PydanticAIOptions, PydanticAISettings
 from slimcache.pydantic_ai._summarizer import PydanticAISummarizer
 from slimcache.stores import Store
 
@@ -66,8 +70,8 @@ class CachedSummarization(AbstractCapability[Any]):
             ``RunContext``; by default the run's ``conversation_id``.
         **options: The settings, by keyword (``trigger=("messages", 50)``,
             ``namespace="app"``, ...), each documented with its default in
-            :class:`~slimcache.pydantic_ai.PydanticAISettings`: those every agent integration
-            takes, and ``on_truncated``. A fraction in ``trigger``, ``keep`` or ``ceiling`` is
+            :class:`~slimcache.pydantic_ai.AgentSettings`, those every agent integration
+            takes. A fraction in ``trigger``, ``keep`` or ``ceiling`` is
             of the model's context window, as the model gives it.
 
     A message count counts the messages as slimcache sees them: one per part of a request (a
@@ -85,9 +89,9 @@ class CachedSummarization(AbstractCapability[Any]):
         store: Store | str | None = None,
         *,
         thread_id: ThreadId = None,
-        **options: Unpack[PydanticAIOptions],
+        **options: Unpack[AgentOptions],
     ) -> None:
-        settings = settings_from(PydanticAISettings, "CachedSummarization", options)
+        settings = settings_from(AgentSettings, "CachedSummarization", options)
         if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
             raise ConfigurationError(
                 f"thread_id must be a string or a function of the RunContext, got {thread_id!r}"
@@ -101,7 +105,7 @@ class CachedSummarization(AbstractCapability[Any]):
         self._warned_no_thread = False
 
     # inspect.signature() and help() list each setting as a keyword, with its default.
-    __signature__ = SettingsSignature(PydanticAISettings)
+    __signature__ = SettingsSignature(AgentSettings)
 
     # ------------------------------------------------------------------ public
 
