@@ -414,6 +414,10 @@ def _spells_a_suffix(text: str, parent: ast.AST | None) -> bool:
     return text in SUFFIXES and not isinstance(parent, _NOT_A_KEY)
 
 
+def _is_number(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
 def _suffix_literals(tree: ast.AST) -> list[tuple[int, str]]:
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     found: list[tuple[int, str]] = []
@@ -423,6 +427,8 @@ def _suffix_literals(tree: ast.AST) -> list[tuple[int, str]]:
         text, parent = node.value, parents.get(node)
         if isinstance(parent, ast.Expr):
             continue  # a docstring
+        if isinstance(parent, ast.Tuple) and any(_is_number(item) for item in parent.elts):
+            continue  # a size, such as ("messages", 50)
         while isinstance(parent, (ast.Tuple, ast.List)):
             parent = parents.get(parent)  # an item of a tuple is where the tuple is
         if _spells_a_suffix(text, parent):
@@ -440,10 +446,14 @@ def test_no_other_module_spells_a_key_suffix() -> None:
         offenders += [f"{path.relative_to(package)}:{n}: {t!r}" for n, t in _suffix_literals(tree)]
     assert offenders == []
     # The scan finds what it looks for.
-    planted = 'KEY = "session"\nx = prefix + "next"\ny = f"{p}messages:{e}"\nz = "wrapped:index"\n'
+    planted = (
+        'KEY = "session"\nx = prefix + "next"\ny = f"{p}messages:{e}"\nz = "wrapped:index"\n'
+        'SIZE: tuple[str, int] = ("messages", 50)\nPAIR = ("messages", "x")\n'
+    )
     assert [t for _, t in _suffix_literals(ast.parse(planted))] == [
         "session",
         "next",
         "messages:",
         "wrapped:index",
+        "messages",  # beside no number: no size
     ]
