@@ -38,6 +38,7 @@ from slimcache.frameworks.sizes import (
     trigger_policy,
 )
 from slimcache.frameworks.stores import StoreHandle
+from slimcache.frameworks.threads import ThreadIds
 from slimcache.langchain._convert import from_langchain
 from slimcache.langchain._porting import (
     DEFAULT_KEEP,
@@ -239,7 +240,13 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         self._lock = threading.Lock()
         self._compressor: SummarizeCompressor | None = None
         self._fallback: SummarizeCompressor | None = None
-        self._warned_no_thread = False
+        self._threads: ThreadIds[ModelRequest] = ThreadIds(
+            None,
+            owner="CachedSummarizationMiddleware",
+            context="ModelRequest",
+            carried=_thread_id,
+            missing="the run has no configurable.thread_id",
+        )
         # Every argument is checked now, also when the context size is known only later; the
         # store last, so that one opened from a URL is never left unclosed by an error.
         probe = _named_for_langchain(self._build, _PROBE_CONTEXT_SIZE if self._needs_size else None)
@@ -367,13 +374,7 @@ class CachedSummarizationMiddleware(AgentMiddleware):
         self, request: ModelRequest
     ) -> tuple[tuple[SummarizeCompressor, SummarizeCompressor], list[dict[str, Any]], str | None]:
         pair = self._compressors_for(request.model)
-        thread_id = _thread_id(request)
-        if thread_id is None and not self._warned_no_thread:
-            self._warned_no_thread = True
-            logger.warning(
-                "CachedSummarizationMiddleware: the run has no configurable.thread_id, so "
-                "nothing is cached and every model call summarizes again"
-            )
+        thread_id = self._threads.of(request)
         return pair, from_langchain(request.messages), thread_id
 
     def _with_summary(

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 
-from slimcache._exceptions import ConfigurationError
 from slimcache.core.results import Stats
 from slimcache.core.summarizer import Summarizer
 from slimcache.frameworks.settings import SettingsSignature, settings_from
+from slimcache.frameworks.threads import ThreadIds
 from slimcache.openai_agents._compressing import ItemCompression
 from slimcache.openai_agents._settings import OpenAIAgentsOptions, OpenAIAgentsSettings
 from slimcache.stores import Store
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CachedSummarizationFilter"]
 
-logger = logging.getLogger("slimcache")
 
 ThreadId = str | Callable[[CallModelData[Any]], "str | None"] | None
 
@@ -72,13 +70,10 @@ class CachedSummarizationFilter:
         **options: Unpack[OpenAIAgentsOptions],
     ) -> None:
         settings = settings_from(OpenAIAgentsSettings, "CachedSummarizationFilter", options)
-        if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
-            raise ConfigurationError(
-                f"thread_id must be a string or a function of the CallModelData, got {thread_id!r}"
-            )
         self._items = ItemCompression(model, store, settings)
-        self._thread_id = thread_id
-        self._warned_no_thread = False
+        self._threads: ThreadIds[CallModelData[Any]] = ThreadIds(
+            thread_id, owner="CachedSummarizationFilter", context="CallModelData"
+        )
 
     # inspect.signature() and help() list each setting as a keyword, with its default.
     __signature__ = SettingsSignature(OpenAIAgentsSettings)
@@ -110,16 +105,5 @@ class CachedSummarizationFilter:
             SummarizerError: The summarizer failed (with ``on_summarizer_error="raise"``).
         """
         given = data.model_data
-        items = await self._items.compress(given.input, self._thread_of(data))
+        items = await self._items.compress(given.input, self._threads.of(data))
         return ModelInputData(input=items, instructions=given.instructions)
-
-    def _thread_of(self, data: CallModelData[Any]) -> str | None:
-        given = self._thread_id
-        found = given(data) if callable(given) else given
-        if found is None and not self._warned_no_thread:
-            self._warned_no_thread = True
-            logger.warning(
-                "CachedSummarizationFilter: no thread_id, so nothing is cached and every model "
-                "call summarizes again"
-            )
-        return None if found is None else str(found)

@@ -6,7 +6,6 @@ Imported on first use by :mod:`slimcache.pydantic_ai`, as it subclasses Pydantic
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from slimcache.frameworks.settings import (
     SettingsSignature,
     settings_from,
 )
+from slimcache.frameworks.threads import ThreadIds
 from slimcache.pydantic_ai._convert import from_pydantic_ai, window
 from slimcache.pydantic_ai._summarizer import PydanticAISummarizer
 from slimcache.stores import Store
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CachedSummarization"]
 
-logger = logging.getLogger("slimcache")
 
 ThreadId = str | Callable[[RunContext[Any]], "str | None"] | None
 
@@ -92,17 +91,19 @@ class CachedSummarization(AbstractCapability[Any]):
         **options: Unpack[AgentOptions],
     ) -> None:
         settings = settings_from(AgentSettings, "CachedSummarization", options)
-        if thread_id is not None and not isinstance(thread_id, str) and not callable(thread_id):
-            raise ConfigurationError(
-                f"thread_id must be a string or a function of the RunContext, got {thread_id!r}"
-            )
         self._model = model if isinstance(model, Model) else None
         self._settings = settings
         self._compression = AgentCompression(
             _summarizer(model, settings.on_truncated), store, settings
         )
-        self._thread_id = thread_id
-        self._warned_no_thread = False
+        self._threads: ThreadIds[RunContext[Any]] = ThreadIds(
+            thread_id,
+            owner="CachedSummarization",
+            context="RunContext",
+            carried=_conversation_id,
+            missing="the run has no conversation_id and no thread_id was given",
+            call="request",
+        )
 
     # inspect.signature() and help() list each setting as a keyword, with its default.
     __signature__ = SettingsSignature(AgentSettings)
@@ -163,7 +164,7 @@ class CachedSummarization(AbstractCapability[Any]):
         size = None
         if self._compression.needs_context_size:
             size = _context_window(model) or _context_window(self._model)
-        result = await self._compression.compress(dicts, self._thread_of(ctx), context_size=size)
+        result = await self._compression.compress(dicts, self._threads.of(ctx), context_size=size)
         done = summarized(result)
         return (
             messages
@@ -173,21 +174,12 @@ class CachedSummarization(AbstractCapability[Any]):
 
     # ------------------------------------------------------------------ internals
 
-    def _thread_of(self, ctx: RunContext[Any]) -> str | None:
-        given = self._thread_id
-        found = given(ctx) if callable(given) else given
-        if found is None:
-            found = getattr(ctx, "conversation_id", None)
-        if found is None and not self._warned_no_thread:
-            self._warned_no_thread = True
-            logger.warning(
-                "CachedSummarization: the run has no conversation_id and no thread_id was "
-                "given, so nothing is cached and every request summarizes again"
-            )
-        return None if found is None else str(found)
-
     def __repr__(self) -> str:
         return f"CachedSummarization(store={self.store!r})"
+
+
+def _conversation_id(ctx: RunContext[Any]) -> object:
+    return getattr(ctx, "conversation_id", None)
 
 
 def _summarizer(model: object, on_truncated: OnTruncated) -> Summarizer:
