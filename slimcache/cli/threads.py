@@ -11,8 +11,9 @@ extra) at import time.
 import asyncio
 import shlex
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -36,6 +37,8 @@ from slimcache.recipes.maintenance import (
     thread_ranges,
 )
 from slimcache.stores.protocol import Store
+
+_T = TypeVar("_T")
 
 __all__ = ["clear", "inspect", "register", "threads"]
 
@@ -177,7 +180,7 @@ async def _inspect(
     *,
     wrapped: bool = False,
 ) -> list[RangeInfo]:
-    try:
+    async def ranges() -> list[RangeInfo]:
         if fingerprint not in ("content", "id"):
             raise ConfigurationError(f"--fingerprint must be content or id, got {fingerprint!r}")
         if wrapped and fingerprint == "id":
@@ -193,32 +196,28 @@ async def _inspect(
             fingerprint="id" if fingerprint == "id" else "content",
             source="wrapped" if wrapped else "compressor",
         )
-    except (ConfigurationError, InvalidInput) as exc:
-        raise CommandError(str(exc), USAGE_ERROR) from None
-    except SlimcacheError as exc:
-        raise CommandError(f"{type(exc).__name__}: {exc}", RUN_ERROR) from None
-    finally:
-        await close_store(store)
+
+    return await _on_store(store, ranges())
 
 
 async def _threads(store: Store, namespace: str, cursor: str | None, limit: int) -> ThreadListing:
-    try:
-        # Pages of keys in step with the threads asked for: a thread has a few keys or more.
-        page_size = min(max(4 * limit, 10), 1000)
-        return await list_threads(
-            store, namespace=namespace, cursor=cursor, limit=limit, page_size=page_size
-        )
-    except (ConfigurationError, InvalidInput) as exc:
-        raise CommandError(str(exc), USAGE_ERROR) from None
-    except SlimcacheError as exc:
-        raise CommandError(f"{type(exc).__name__}: {exc}", RUN_ERROR) from None
-    finally:
-        await close_store(store)
+    # Pages of keys in step with the threads asked for: a thread has a few keys or more.
+    page_size = min(max(4 * limit, 10), 1000)
+    listing = list_threads(
+        store, namespace=namespace, cursor=cursor, limit=limit, page_size=page_size
+    )
+    return await _on_store(store, listing)
 
 
 async def _clear(store: Store, thread: str, namespace: str) -> int:
+    return await _on_store(store, clear_thread(store, thread, namespace=namespace))
+
+
+async def _on_store(store: Store, call: Awaitable[_T]) -> _T:
+    """Await ``call``, a command's work on ``store``, then close the store; a slimcache error
+    is the command's error (bad input: a usage error)."""
     try:
-        return await clear_thread(store, thread, namespace=namespace)
+        return await call
     except (ConfigurationError, InvalidInput) as exc:
         raise CommandError(str(exc), USAGE_ERROR) from None
     except SlimcacheError as exc:
