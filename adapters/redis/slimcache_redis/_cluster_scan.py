@@ -46,7 +46,8 @@ async def scan_page(
     Raises:
         ConfigurationError: ``cursor`` is not one a cluster's ``scan_keys`` returned.
     """
-    start = start_of(client, cursor)
+    primaries = sorted(node.name for node in client.get_primaries())
+    start = start_of(primaries, cursor)
     if start is None:
         return [], None
     node, position = start
@@ -58,16 +59,17 @@ async def scan_page(
             position, match=pattern, count=count, target_nodes=client.get_node(node_name=node)
         ),
     )
-    return keys_under(found, store_prefix, prefix), next_page(client, node, int(positions[node]))
+    keys = keys_under(found, store_prefix, prefix)
+    return keys, next_page(primaries, node, int(positions[node]))
 
 
-def start_of(client: Any, cursor: str | None) -> ClusterPage | None:
-    """Where the page of ``cursor`` starts, or ``None`` when the cluster has no primary.
+def start_of(primaries: list[str], cursor: str | None) -> ClusterPage | None:
+    """Where the page of ``cursor`` starts among ``primaries`` (their names, in order), or
+    ``None`` when none is left to scan.
 
     Raises:
         ConfigurationError: ``cursor`` is not one a cluster's ``scan_keys`` returned.
     """
-    primaries = _primaries(client)
     if cursor is None:
         return (primaries[0], 0) if primaries else None
     node, at, position = cursor.rpartition("@")
@@ -78,11 +80,11 @@ def start_of(client: Any, cursor: str | None) -> ClusterPage | None:
     return _after(primaries, node)
 
 
-def next_page(client: Any, node: str, position: int) -> str | None:
+def next_page(primaries: list[str], node: str, position: int) -> str | None:
     """The cursor after a page of ``node`` whose ``SCAN`` returned ``position``."""
     if position != 0:
         return f"{node}@{position}"
-    after = _after(_primaries(client), node)
+    after = _after(primaries, node)
     return None if after is None else f"{after[0]}@0"
 
 
@@ -93,10 +95,6 @@ def keys_under(found: list[Any], store_prefix: str, prefix: str) -> list[str]:
     names = [name if isinstance(name, str) else decode(name) for name in found]
     keys = [original_key(name[start:]) for name in names]
     return [key for key in keys if key.startswith(prefix)]
-
-
-def _primaries(client: Any) -> list[str]:
-    return sorted(node.name for node in client.get_primaries())
 
 
 def _after(primaries: list[str], node: str) -> ClusterPage | None:
