@@ -62,10 +62,12 @@ from slimcache.stores.entries import SummaryEntry
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [
+    "DEFAULTS",
     "CompressorOptions",
     "CompressorSettings",
     "Derived",
     "SettingsCache",
+    "SharedOptions",
     "checked_settings",
     "signature",
 ]
@@ -78,25 +80,22 @@ _SUMMARY_TOKEN_COUNTS = 1024
 MAX_SETTINGS = 256
 
 
-class CompressorOptions(TypedDict, total=False):
-    """The keyword arguments of :class:`~slimcache.SummarizeCompressor`: its settings but the
-    summarizer, each with the type of the :class:`CompressorSettings` attribute it sets."""
+class SharedOptions(TypedDict, total=False):
+    """The compressor's keyword arguments that every front door built on it passes on as they
+    are (an agent integration among them), each with the type of the
+    :class:`CompressorSettings` attribute it sets."""
 
-    trigger: Trigger | None
-    keep: Keep | None
     strategy: Strategy | StrategyName
     max_summary_tokens: int
     max_input_tokens: InputBoundSetting
     prompts: Prompts | None
     token_counter: TokenCounter
     message_overhead: int
-    summary_role: str
     summary_template: str
     namespace: str
     ttl: float | None
     checkpoints: int
     summarizer_timeout: float | None
-    on_summarizer_error: Literal["raise", "uncompressed"]
     on_store_error: Literal["raise", "bypass"]
     on_over_budget: OnOverBudget
     summarizer_id: str | None
@@ -107,11 +106,23 @@ class CompressorOptions(TypedDict, total=False):
     store_timeout: float | None
     fingerprint: Literal["content", "id"]
     refresh: RefreshMode
-    ceiling: Trigger | None
     on_evict: Hook | None
     on_compress: Hook | None
     on_cache_hit: Hook | None
     on_error: Hook | None
+
+
+class CompressorOptions(SharedOptions, total=False):
+    """The keyword arguments of :class:`~slimcache.SummarizeCompressor`: its settings but the
+    summarizer, each with the type of the :class:`CompressorSettings` attribute it sets. Those
+    of :class:`SharedOptions`, and the ones a front door built on the compressor states in its
+    own terms (an agent integration's sizes, its placement of the summary)."""
+
+    trigger: Trigger | None
+    keep: Keep | None
+    summary_role: str
+    on_summarizer_error: Literal["raise", "uncompressed"]
+    ceiling: Trigger | None
 
 
 @dataclass(frozen=True)
@@ -213,6 +224,16 @@ class CompressorSettings:
             hooks=hooks.pick("on_evict", "on_compress", "on_cache_hit", "on_error"),
             ceiling=self.ceiling if self.refresh == "background" else None,
         )
+
+
+async def _no_summarizer(messages: Any, context: Any) -> str:
+    raise AssertionError("DEFAULTS holds the default settings; it summarizes nothing")
+
+
+DEFAULTS = CompressorSettings(_no_summarizer)
+"""Every compressor setting's default, typed: a front door taking a setting writes its default
+as ``DEFAULTS.lease_ttl`` (say), so that each default is written once, in
+:class:`CompressorSettings`."""
 
 
 def _counting(token_counter: TokenCounter) -> TokenCounter:
