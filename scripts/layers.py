@@ -43,14 +43,12 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "base",
         "the exception types; the helper that gives public names their public module; the "
-        "list of what the process remembers; old names of moved modules and names; the pip "
-        "install that adds an extra",
+        "list of what the process remembers; the pip install that adds an extra",
         (
             "slimcache._exceptions",
             "slimcache._install",
             "slimcache._public",
             "slimcache._process",
-            "slimcache._renamed",
         ),
     ),
     Layer(
@@ -61,7 +59,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "engine",
         "the compressor, planner, cache I/O, leases and settings; the store conformance kit",
-        ("slimcache.core", "slimcache.testing", "slimcache.adapters"),
+        ("slimcache.core", "slimcache.testing"),
     ),
     Layer(
         "front doors",

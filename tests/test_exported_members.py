@@ -1,9 +1,8 @@
-"""The public API is one small, curated, sorted ``__all__``; names moved out of it still import,
-with a warning naming their new home."""
+"""The public API is one small, curated, sorted ``__all__``, and each public module exports a
+sorted list of names that report a public module."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
 import pickle
@@ -12,7 +11,6 @@ import sys
 import traceback
 import typing
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +18,6 @@ import slimcache
 import slimcache.messages
 import slimcache.stores
 import slimcache.types
-
-MOVED = sorted({**slimcache._MOVED, **slimcache._WITHDRAWN})
 
 # Every public module, and the modules its names may report as their own.
 PUBLIC_MODULES = [
@@ -58,67 +54,6 @@ def test_stores_all_is_sorted_and_complete() -> None:
     assert exported == sorted(exported, key=lambda n: (not n.isupper() or "_" not in n, n))
     for name in exported:
         assert getattr(slimcache.stores, name) is not None
-
-
-@pytest.mark.parametrize("name", MOVED)
-def test_a_moved_name_still_imports_with_a_warning_naming_its_home(name: str) -> None:
-    home = {**slimcache._MOVED, **slimcache._WITHDRAWN}[name]
-    with pytest.warns(DeprecationWarning, match=rf"slimcache\.{name}\b.*{home}") as caught:
-        value = getattr(slimcache, name)
-    assert caught[0].filename == __file__  # the warning points at the importer
-    assert value is getattr(importlib.import_module(home), name)
-    assert name not in slimcache.__all__
-    assert name not in dir(slimcache)
-
-
-def test_a_renamed_name_still_imports_with_a_warning_naming_the_new_name() -> None:
-    assert slimcache._RENAMED == {"ToolError": "ToolRefusal"}
-    with pytest.warns(DeprecationWarning, match=r"slimcache\.ToolError .*slimcache\.ToolRefusal"):
-        value = slimcache.ToolError
-    assert value is slimcache.ToolRefusal
-    assert "ToolError" not in slimcache.__all__
-    assert "ToolError" not in dir(slimcache)
-
-
-def _type_checking_names() -> dict[str, tuple[str, str]]:
-    """What the ``TYPE_CHECKING`` block of ``slimcache/__init__.py`` declares: for each name,
-    the module it is imported from and its name there (``"slimcache"`` for an alias)."""
-    tree = ast.parse(Path(slimcache.__file__).read_text())
-    block = next(
-        node
-        for node in tree.body
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "_typing.TYPE_CHECKING"
-    )
-    declared: dict[str, tuple[str, str]] = {}
-    for node in block.body:
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                assert node.module is not None
-                declared[alias.asname or alias.name] = (node.module, alias.name)
-        elif isinstance(node, ast.Assign):
-            (target,) = node.targets
-            assert isinstance(target, ast.Name)
-            assert isinstance(node.value, ast.Name)
-            declared[target.id] = ("slimcache", node.value.id)
-    return declared
-
-
-def test_the_names_typed_for_checkers_are_the_deprecated_names() -> None:
-    expected = {name: (home, name) for name, home in slimcache._MOVED.items()}
-    expected |= {name: (home, name) for name, home in slimcache._WITHDRAWN.items()}
-    expected |= {old: ("slimcache", new) for old, new in slimcache._RENAMED.items()}
-    assert _type_checking_names() == expected
-
-
-def test_a_moved_name_warns_on_from_import() -> None:
-    with pytest.warns(DeprecationWarning, match="import it from slimcache.stores"):
-        from slimcache import GetOp
-    assert GetOp is slimcache.stores.GetOp
-
-
-def test_fingerprint_chain_is_no_longer_public() -> None:
-    with pytest.warns(DeprecationWarning, match="no longer public"):
-        slimcache.fingerprint_chain  # noqa: B018
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
@@ -171,8 +106,6 @@ def test_exported_classes_and_functions_report_a_public_module(name: str) -> Non
 
 
 def test_types_is_the_home_of_the_second_rank_names() -> None:
-    moved_here = {n for n, home in slimcache._MOVED.items() if home == "slimcache.types"}
-    assert moved_here <= set(slimcache.types.__all__)
     for cls in (
         slimcache.types.WindowStats,
         slimcache.types.ConversationStats,
@@ -257,7 +190,7 @@ def test_a_traceback_names_the_public_error() -> None:
 
 def test_importing_slimcache_warns_about_nothing() -> None:
     code = (
-        "import slimcache, slimcache.stores, slimcache.adapters, slimcache.types, "
+        "import slimcache, slimcache.stores, slimcache.types, "
         "slimcache.messages, slimcache.llm, slimcache.sync, slimcache.testing"
     )
     result = subprocess.run(

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slimcache import _renamed
 from slimcache.core import recorder as reporting
 from slimcache.core.input_bound import InputBound, Step
 from slimcache.core.strategies import Strategy
@@ -40,10 +39,6 @@ Emit = Callable[..., Awaitable[None]]
 
 Checkpoint = Callable[[int, str], Awaitable[None]]
 """Caches a step of a catch-up: ``(end, summary)``, the summary of messages up to ``end``."""
-
-# Work lived here before 0.3: served for one more release, with a warning.
-if not TYPE_CHECKING:
-    __getattr__ = _renamed.served_from(__name__)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from slimcache import _renamed
 from slimcache._exceptions import StoreError
 from slimcache.core.store_io import KNOWN_ENTRIES, refresh_due
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
@@ -29,10 +28,6 @@ logger = logging.getLogger("slimcache")
 
 # Attempts at writing the index when other workers keep writing it in between.
 INDEX_ATTEMPTS = 8
-
-# StoreIO and its helpers lived here before 0.3: served for one more release, with a warning.
-if not TYPE_CHECKING:
-    __getattr__ = _renamed.served_from(__name__)
 
 
 class ThreadCache:

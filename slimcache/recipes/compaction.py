@@ -26,9 +26,8 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from slimcache import _renamed
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
 from slimcache.core.results import Stats
 from slimcache.core.settings.checks import (
@@ -72,11 +71,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("slimcache")
-
-# ToolRefusal was ToolError before 0.3: served under that name for one more release, with a
-# warning.
-if not TYPE_CHECKING:
-    __getattr__ = _renamed.served_from(__name__)
 
 CompactionMode = Literal["auto", "llm"]
 """``"llm"``: the model compacts through the ``new_session`` tool; ``"auto"``: it does not."""

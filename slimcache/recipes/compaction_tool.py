@@ -13,9 +13,8 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from slimcache import _renamed
 from slimcache._exceptions import InvalidInput
 from slimcache.stores.entries import load_stored
 from slimcache.stores.keys import encode_thread_id
@@ -30,11 +29,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("slimcache")
-
-# ToolRefusal was ToolError before 0.3: served under that name for one more release, with a
-# warning.
-if not TYPE_CHECKING:
-    __getattr__ = _renamed.served_from(__name__)
 
 _SESSION_FORMAT = "slimcache.session"
 _LINK_FORMAT = "slimcache.session_link"

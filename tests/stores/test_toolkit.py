@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-import slimcache.adapters
 from slimcache import ConfigurationError, StoreError, StoreTimeout
 from slimcache.stores import (
     DEFAULT_STORE_TIMEOUT,
@@ -125,11 +124,6 @@ async def test_a_call_given_up_on_is_kept_until_it_unwinds() -> None:
     assert len(unwinding) == 1
     await asyncio.wait(set(unwinding), timeout=1)
     assert not unwinding
-
-
-def test_the_former_module_name_offers_the_new_helpers() -> None:
-    assert slimcache.adapters.BoundedStore is BoundedStore
-    assert slimcache.adapters.CallBoundedStore is CallBoundedStore
 
 
 async def test_a_call_that_settles_in_time_by_itself_gets_no_timer_but_the_same_errors() -> None:
