@@ -7,6 +7,7 @@ and rendering messages is :mod:`slimcache.messages`; writing or inspecting a sto
 :mod:`slimcache.stores`; checking one is :mod:`slimcache.testing`.
 """
 
+import typing as _typing
 from types import ModuleType as _ModuleType
 
 # Imported here so that its names report it as their module however slimcache was imported.
@@ -137,6 +138,16 @@ __all__ = [
 ]
 
 _publish(__name__, globals(), __all__)
+
+# Hidden from type checkers, which would otherwise accept any name at all as an attribute.
+if not _typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """Refuse a name this package does not have, naming slimcache.types when it is there."""
+        message = f"module {__name__!r} has no attribute {name!r}"
+        if name in types.__all__:
+            message += f"; it is slimcache.types.{name}"
+        raise AttributeError(message)
 
 
 def __dir__() -> list[str]:

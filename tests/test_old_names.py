@@ -55,6 +55,13 @@ def test_an_old_name_does_not_import_from_its_old_module(module: str, name: str)
     assert not hasattr(importlib.import_module(module), name)
 
 
+def test_a_name_of_slimcache_types_asked_of_slimcache_is_refused_naming_its_home() -> None:
+    with pytest.raises(AttributeError, match=r"'Outcome'; it is slimcache\.types\.Outcome$"):
+        slimcache.Outcome  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(AttributeError, match=r"^module 'slimcache' has no attribute 'GetOp'$"):
+        slimcache.GetOp  # type: ignore[attr-defined]  # noqa: B018
+
+
 def test_the_rename_layer_is_gone() -> None:
     package = Path(slimcache.__file__).parent
     assert not (package / "_renamed.py").exists()
