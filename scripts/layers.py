@@ -41,6 +41,11 @@ class Layer:
 # From the bottom up. A unit may import only from units on lower floors (and from itself).
 LAYERS: tuple[Layer, ...] = (
     Layer(
+        "bundle",
+        "the table of the store adapters that ship with slimcache",
+        ("slimcache._bundled",),
+    ),
+    Layer(
         "base",
         "the exception types; the helper that gives public names their public module; the "
         "list of what the process remembers; the pip install that adds an extra",

@@ -6,7 +6,8 @@ adapter extras name distributions of the repository's workspace (``adapters/redi
 ``slimcache-redis``) that no index holds. The installer records where a distribution came from
 (``direct_url.json``, PEP 610); an error message that names an install reads it here and names
 the one that works: the adapter's folder of that checkout, or the repository at the commit
-installed.
+installed. The adapter an extra installs, and its folder, are read from the table of bundled
+adapters (:mod:`slimcache._bundled`).
 """
 
 from __future__ import annotations
@@ -19,16 +20,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
 
-__all__ = ["ADAPTERS", "install_command", "pip_install"]
+from slimcache._bundled import bundled_adapter
 
-ADAPTERS: dict[str, tuple[str, str, str]] = {
-    "redis": ("slimcache-redis", "adapters/redis", ""),
-    "sql": ("slimcache-sql", "adapters/sql", "[sqlite]"),
-    "postgres": ("slimcache-sql", "adapters/sql", "[postgres]"),
-    "s3": ("slimcache-s3", "adapters/s3", ""),
-}
-"""The extras that install an adapter: its distribution, its folder in the repository and the
-distribution's own extra the slimcache extra asks for."""
+__all__ = ["install_command", "pip_install"]
 
 
 @functools.cache
@@ -67,7 +61,7 @@ def install_command(extra: str, direct_url: dict[str, Any] | None) -> str:
         for one that installs no adapter. From a repository URL, the same from that URL at the
         commit installed.
     """
-    adapter = ADAPTERS.get(extra)
+    adapter = bundled_adapter(extra)
     url = direct_url.get("url") if direct_url is not None else None
     if not isinstance(url, str) or direct_url is None:
         return f"pip install 'slimcache[{extra}]'"
@@ -77,15 +71,13 @@ def install_command(extra: str, direct_url: dict[str, Any] | None) -> str:
         at = f"{vcs['vcs']}+{url}" + (f"@{commit}" if isinstance(commit, str) else "")
         if adapter is None:
             return f"pip install 'slimcache[{extra}] @ {at}'"
-        name, folder, own = adapter
-        return f"pip install '{name}{own} @ {at}#subdirectory={folder}'"
+        return f"pip install '{adapter.requirement} @ {at}#subdirectory={adapter.folder}'"
     checkout = _checkout(url) if "dir_info" in direct_url else None
     if checkout is None:
         return f"pip install 'slimcache[{extra}]'"
     if adapter is None:
         return f"pip install '{checkout}[{extra}]'"
-    name, folder, own = adapter
-    return f"pip install '{checkout / folder}{own}'"
+    return f"pip install '{checkout / adapter.folder}{adapter.own_extra_suffix}'"
 
 
 def pip_install(extra: str) -> str:

@@ -2,40 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from slimcache._install import ADAPTERS, install_command
+from slimcache._bundled import BUNDLED, BundledAdapter
+from slimcache._install import install_command
 from slimcache.stores import pip_install
 
 ROOT = Path(__file__).resolve().parent.parent
 REPOSITORY = "https://example.org/slimcache.git"
 
 
-def _distribution_name(folder: Path) -> str:
-    found = re.search(r'^name = "([^"]+)"$', (folder / "pyproject.toml").read_text(), re.M)
-    assert found is not None
-    return found.group(1)
-
-
-def test_the_adapter_table_matches_the_root_extras_and_the_workspace() -> None:
-    requires = importlib.metadata.requires("slimcache") or []
-    for extra, (name, folder, own) in ADAPTERS.items():
-        assert f"{name}{own}; extra == '{extra}'" in requires
-        assert _distribution_name(ROOT / folder) == name
-
-
-@pytest.mark.parametrize("extra", sorted(ADAPTERS))
-def test_from_this_checkout_an_adapter_is_installed_from_its_folder(extra: str) -> None:
+@pytest.mark.parametrize("row", BUNDLED, ids=lambda row: row.extra)
+def test_from_this_checkout_an_adapter_is_installed_from_its_folder(row: BundledAdapter) -> None:
     # This test suite runs on slimcache installed from this checkout (uv sync).
-    command = pip_install(extra)
-    name, folder, own = ADAPTERS[extra]
-    assert command == f"pip install '{ROOT / folder}{own}'"
-    assert _distribution_name(ROOT / folder) == name
+    assert pip_install(row.extra) == f"pip install '{ROOT / row.folder}{row.own_extra_suffix}'"
 
 
 def test_from_this_checkout_another_extra_is_the_checkout_with_it() -> None:

@@ -20,10 +20,10 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from slimcache._bundled import BUNDLED, BundledAdapter, ClientType
 from slimcache._exceptions import ConfigurationError, MissingExtraError
 from slimcache._install import pip_install
 from slimcache.stores.memory import MemoryStore
@@ -34,98 +34,13 @@ __all__ = ["ENTRY_POINT_GROUP", "open_store", "store_schemes"]
 
 ENTRY_POINT_GROUP = "slimcache.stores"
 
-# Schemes served by the adapters that ship with slimcache, and the extra that installs each.
-_KNOWN_EXTRAS: dict[str, str] = {
-    "redis": "redis",
-    "rediss": "redis",
-    "unix": "redis",
-    "redis+cluster": "redis",
-    "rediss+cluster": "redis",
-    "sqlite+aiosqlite": "sql",
-    "postgresql+asyncpg": "postgres",
-    "s3": "s3",
-}
+# The extra that installs the bundled adapter of each scheme.
+_EXTRA_OF_SCHEME: dict[str, str] = {scheme: row.extra for row in BUNDLED for scheme in row.schemes}
 
 # Common spellings that name a database but not the async driver slimcache needs.
 _DRIVERLESS: dict[str, str] = {
-    "sqlite": "sqlite+aiosqlite",
-    "postgresql": "postgresql+asyncpg",
-    "postgres": "postgresql+asyncpg",
+    spelling: row.schemes[0] for row in BUNDLED for spelling in row.driverless
 }
-
-
-@dataclass(frozen=True)
-class _ClientAdapter:
-    """A client or engine type a bundled adapter accepts, and that adapter.
-
-    Attributes:
-        module: The module defining the client class.
-        name: The client class.
-        adapter: ``"module:Class"`` of the store that takes the client as its first argument.
-        extra: The slimcache extra that installs the adapter.
-        description: How error messages name the client.
-        service: For a boto3 client, the service it must be a client of.
-        required: Options the store cannot do without.
-    """
-
-    module: str
-    name: str
-    adapter: str
-    extra: str
-    description: str
-    service: str | None = None
-    required: tuple[str, ...] = ()
-
-
-_CLIENT_ADAPTERS = (
-    _ClientAdapter(
-        module="redis.asyncio.client",
-        name="Redis",
-        adapter="slimcache_redis:RedisStore",
-        extra="redis",
-        description="redis.asyncio.Redis",
-    ),
-    _ClientAdapter(
-        module="redis.asyncio.cluster",
-        name="RedisCluster",
-        adapter="slimcache_redis:RedisStore",
-        extra="redis",
-        description="redis.asyncio.RedisCluster",
-    ),
-    _ClientAdapter(
-        module="sqlalchemy.ext.asyncio.engine",
-        name="AsyncEngine",
-        adapter="slimcache_sql:SQLStore",
-        extra="sql",
-        description="SQLAlchemy AsyncEngine",
-    ),
-    _ClientAdapter(
-        module="botocore.client",
-        name="BaseClient",
-        adapter="slimcache_s3:S3Store",
-        extra="s3",
-        description="boto3 S3 client",
-        service="s3",
-        required=("bucket",),
-    ),
-)
-
-# Objects that look like a supported client but would not work: (module, class, what it is and
-# what to pass instead). aiobotocore's clients derive from botocore's, so they come first.
-_LOOKALIKES = (
-    ("aiobotocore.client", "AioBaseClient", "an aiobotocore client; pass a boto3 S3 client"),
-    ("redis.client", "Redis", "a synchronous redis.Redis; pass a redis.asyncio.Redis"),
-    (
-        "redis.cluster",
-        "RedisCluster",
-        "a synchronous redis.cluster.RedisCluster; pass a redis.asyncio.RedisCluster",
-    ),
-    (
-        "sqlalchemy.engine.base",
-        "Engine",
-        "a synchronous SQLAlchemy Engine; pass an AsyncEngine (create_async_engine)",
-    ),
-)
 
 _STORE_METHODS = ("get", "set", "delete")
 
@@ -136,57 +51,88 @@ def _imported_class(module: str, name: str) -> type | None:
     return found if isinstance(found, type) else None
 
 
-def _client_adapter(obj: object) -> _ClientAdapter | None:
-    for known in _CLIENT_ADAPTERS:
-        cls = _imported_class(known.module, known.name)
-        if cls is not None and isinstance(obj, cls):
-            return known
-    return None
+def _client_adapter(obj: object) -> tuple[BundledAdapter, ClientType] | None:
+    """The bundled adapter that takes ``obj`` and the client type it is, if one does.
+
+    A class several adapters take (botocore's, whose clients serve many services) goes to the
+    one for the client's service.
+
+    Raises:
+        ConfigurationError: ``obj`` is a client of a service no bundled adapter takes.
+    """
+    matches = [
+        (row, client)
+        for row in BUNDLED
+        for client in row.clients
+        if (cls := _imported_class(client.module, client.name)) is not None and isinstance(obj, cls)
+    ]
+    if not matches:
+        return None
+    if all(client.service is None for _, client in matches):
+        return matches[0]
+    service_model = getattr(getattr(obj, "meta", None), "service_model", None)
+    service = getattr(service_model, "service_name", None)
+    for row, client in matches:
+        if client.service == service:
+            return row, client
+    wanted = " or ".join(client.service for _, client in matches if client.service is not None)
+    raise ConfigurationError(
+        f"open_store() takes a boto3 client for {wanted}, got one for {service!r}"
+    )
 
 
 def _lookalike(obj: object) -> str | None:
-    for module, name, hint in _LOOKALIKES:
-        cls = _imported_class(module, name)
-        if cls is not None and isinstance(obj, cls):
-            return hint
+    for row in BUNDLED:
+        for lookalike in row.lookalikes:
+            cls = _imported_class(lookalike.module, lookalike.name)
+            if cls is not None and isinstance(obj, cls):
+                return lookalike.hint
     return None
 
 
-def _load_adapter(known: _ClientAdapter) -> Callable[..., Store]:
-    module_name, _, class_name = known.adapter.partition(":")
+def _load_adapter(row: BundledAdapter, client: ClientType) -> Callable[..., Store]:
     try:
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(row.module)
     except ImportError:
         raise MissingExtraError(
-            f"a {known.description} needs the {known.extra} store, which is not installed; "
-            f"run: {pip_install(known.extra)}"
+            f"a {client.description} needs the {row.extra} store, which is not installed; "
+            f"run: {pip_install(row.extra)}"
         ) from None
-    adapter: Callable[..., Store] = getattr(module, class_name)
+    adapter: Callable[..., Store] = getattr(module, row.store)
     return adapter
 
 
-def _wrap_client(obj: object, known: _ClientAdapter, options: dict[str, Any]) -> Store:
-    if known.service is not None:
-        service_model = getattr(getattr(obj, "meta", None), "service_model", None)
-        service = getattr(service_model, "service_name", None)
-        if service != known.service:
-            raise ConfigurationError(
-                f"open_store() takes a boto3 client for {known.service}, got one for {service!r}"
-            )
-    missing = [name for name in known.required if name not in options]
+def _wrap_client(
+    obj: object, row: BundledAdapter, client: ClientType, options: dict[str, Any]
+) -> Store:
+    missing = [name for name in client.required if name not in options]
     if missing:
         given = ", ".join(f"{name}=..." for name in missing)
         raise ConfigurationError(
-            f"a {known.description} needs {given}: open_store(client, {given})"
+            f"a {client.description} needs {given}: open_store(client, {given})"
         )
-    adapter = _load_adapter(known)
+    adapter = _load_adapter(row, client)
     try:
         return adapter(obj, **options)
     except TypeError as exc:
         # An option the adapter does not take; its constructor names it.
         raise ConfigurationError(
-            f"invalid option for a store on a {known.description}: {exc}"
+            f"invalid option for a store on a {client.description}: {exc}"
         ) from exc
+
+
+def _either(descriptions: list[str]) -> str:
+    """``a.b.C or D``: the descriptions joined by "or", the first one's module said once."""
+    module = descriptions[0].rpartition(".")[0] + "."
+    rest = [d.removeprefix(module) if module != "." else d for d in descriptions[1:]]
+    return " or ".join([descriptions[0], *rest])
+
+
+def _clients_taken() -> str:
+    """The clients and engines open_store wraps, as its error names them."""
+    return ", ".join(
+        _either([client.description for client in row.clients]) for row in BUNDLED if row.clients
+    )
 
 
 def _store_for_object(obj: object, options: dict[str, Any]) -> Store:
@@ -197,9 +143,9 @@ def _store_for_object(obj: object, options: dict[str, Any]) -> Store:
     hint = _lookalike(obj)
     if hint is not None:
         raise ConfigurationError(f"open_store() got {hint}")
-    known = _client_adapter(obj)
-    if known is not None:
-        return _wrap_client(obj, known, options)
+    found = _client_adapter(obj)
+    if found is not None:
+        return _wrap_client(obj, *found, options)
     if isinstance(obj, Store):
         if not all(inspect.iscoroutinefunction(getattr(obj, name)) for name in _STORE_METHODS):
             raise ConfigurationError(
@@ -213,8 +159,7 @@ def _store_for_object(obj: object, options: dict[str, Any]) -> Store:
         return obj
     raise ConfigurationError(
         "store URL must be a string, or else a slimcache store or a client slimcache has an "
-        "adapter for (redis.asyncio.Redis or RedisCluster, SQLAlchemy AsyncEngine, boto3 S3 "
-        f"client); got {type(obj).__name__}"
+        f"adapter for ({_clients_taken()}); got {type(obj).__name__}"
     )
 
 
@@ -268,24 +213,24 @@ def open_store(url: object, **options: Any) -> Store:
     if found is None:
         if scheme == "memory":
             return MemoryStore.from_url(url, **options)
-        if scheme in _KNOWN_EXTRAS:
-            extra = _KNOWN_EXTRAS[scheme]
+        if scheme in _EXTRA_OF_SCHEME:
             raise MissingExtraError(
-                f"the {scheme}:// store is not installed; run: {pip_install(extra)}"
+                f"the {scheme}:// store is not installed; "
+                f"run: {pip_install(_EXTRA_OF_SCHEME[scheme])}"
             )
         if scheme in _DRIVERLESS:
             raise ConfigurationError(
                 f"store URL scheme {scheme!r} names no async driver; "
                 f"use {_DRIVERLESS[scheme]}:// instead"
             )
-        known = ", ".join(f"{s}://" for s in sorted(set(_KNOWN_EXTRAS) | set(store_schemes())))
+        known = ", ".join(f"{s}://" for s in sorted(set(_EXTRA_OF_SCHEME) | set(store_schemes())))
         raise ConfigurationError(f"unknown store URL scheme {scheme!r}; known schemes: {known}")
     try:
         factory: Callable[..., Store] = found.load()
     except ImportError as exc:
         hint = (
-            pip_install(_KNOWN_EXTRAS[scheme])
-            if scheme in _KNOWN_EXTRAS
+            pip_install(_EXTRA_OF_SCHEME[scheme])
+            if scheme in _EXTRA_OF_SCHEME
             else f"pip install the package providing {found.value}"
         )
         raise MissingExtraError(

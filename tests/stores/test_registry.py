@@ -18,7 +18,7 @@ import types
 import uuid
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 import botocore.client
@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 import slimcache.stores.registry
 from slimcache import ConfigurationError, MemoryStore, MissingExtraError, Store, open_store
+from slimcache._bundled import BUNDLED, BundledAdapter, ClientType
 from slimcache.stores import pip_install
 from slimcache.stores.registry import ENTRY_POINT_GROUP, store_schemes
 from tests.servers.postgres_server import PostgresServer
@@ -41,19 +42,10 @@ from tests.servers.redis_server import RedisServer
 from tests.servers.s3_server import S3Server
 from tests.servers.sqlite_files import sqlite_url
 
-# Every scheme the adapters shipped with slimcache register, and the extra that installs it.
 ROOT = Path(__file__).resolve().parents[2]
 
-SHIPPED_SCHEMES = {
-    "redis": "redis",
-    "rediss": "redis",
-    "unix": "redis",
-    "redis+cluster": "redis",
-    "rediss+cluster": "redis",
-    "sqlite+aiosqlite": "sql",
-    "postgresql+asyncpg": "postgres",
-    "s3": "s3",
-}
+# Every scheme the adapters shipped with slimcache register, and the extra that installs it.
+SHIPPED_SCHEMES = {scheme: row.extra for row in BUNDLED for scheme in row.schemes}
 
 
 class RecordingStore:
@@ -352,12 +344,42 @@ def test_boto3_s3_client_needs_a_bucket(s3_server: S3Server) -> None:
         client.close()
 
 
-def test_boto3_client_for_another_service_is_refused() -> None:
-    client = boto3.session.Session().client(
-        "sqs", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+def _boto3_client(service: Literal["sns", "sqs"]) -> Any:
+    """A boto3 client of another service than S3 (it is never called)."""
+    return boto3.session.Session().client(
+        service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
+
+
+async def test_a_boto3_client_goes_to_the_adapter_of_its_service(
+    monkeypatch: pytest.MonkeyPatch, s3_server: S3Server
+) -> None:
+    # Another bundled adapter taking botocore's clients, for another service, listed first.
+    queue = BundledAdapter(
+        extra="sqs",
+        schemes=("sqs",),
+        distribution="slimcache-sqs",
+        folder="adapters/sqs",
+        module="slimcache_sqs_not_installed",
+        store="SQSStore",
+        clients=(ClientType("botocore.client", "BaseClient", "boto3 SQS client", service="sqs"),),
+    )
+    monkeypatch.setattr(slimcache.stores.registry, "BUNDLED", (queue, *BUNDLED))
+    store = open_store(s3_server.client(), bucket=s3_server.create_bucket())
+    assert isinstance(store, S3Store)
+    await _round_trip(store)
+    sns = _boto3_client("sns")
     try:
-        with pytest.raises(ConfigurationError, match="'sqs'"):
+        with pytest.raises(ConfigurationError, match="for sqs or s3, got one for 'sns'"):
+            open_store(sns, bucket="b")
+    finally:
+        sns.close()
+
+
+def test_boto3_client_for_another_service_is_refused() -> None:
+    client = _boto3_client("sqs")
+    try:
+        with pytest.raises(ConfigurationError, match="for s3, got one for 'sqs'"):
             open_store(client, bucket="b")
     finally:
         client.close()
@@ -426,7 +448,11 @@ def test_an_aiobotocore_client_is_refused(monkeypatch: pytest.MonkeyPatch) -> No
 def test_unsupported_object_names_what_is_supported(thing: object) -> None:
     with pytest.raises(ConfigurationError, match="AsyncEngine") as caught:
         open_store(thing)
-    assert type(thing).__name__ in str(caught.value)
+    assert str(caught.value) == (
+        "store URL must be a string, or else a slimcache store or a client slimcache has an "
+        "adapter for (redis.asyncio.Redis or RedisCluster, SQLAlchemy AsyncEngine, boto3 S3 "
+        f"client); got {type(thing).__name__}"
+    )
     assert not isinstance(caught.value, MissingExtraError)
 
 
