@@ -26,6 +26,7 @@ ADAPTERS: dict[str, tuple[str, str, str]] = {
     "sql": ("slimcache-sql", "adapters/sql", "[sqlite]"),
     "postgres": ("slimcache-sql", "adapters/sql", "[postgres]"),
     "s3": ("slimcache-s3", "adapters/s3", ""),
+    "dynamodb": ("slimcache-dynamodb", "adapters/dynamodb", ""),
 }
 """The extras that install an adapter: its distribution, its folder in the repository and the
 distribution's own extra the slimcache extra asks for."""

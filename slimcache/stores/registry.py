@@ -8,10 +8,10 @@ publish its own adapter the same way::
     myscheme = "my_package:MyStore.from_url"
 
 ``open_store`` also takes a client or engine the application already has (a redis-py asyncio
-client, an SQLAlchemy ``AsyncEngine``, a boto3 S3 client) and wraps it in the bundled adapter,
-or a store, which it returns as it is. Client types are recognised through ``sys.modules``: a
-driver the application never imported cannot have made the object, so nothing is imported to
-find out.
+client, an SQLAlchemy ``AsyncEngine``, a boto3 S3 or DynamoDB client) and wraps it in the
+bundled adapter, or a store, which it returns as it is. Client types are recognised through
+``sys.modules``: a driver the application never imported cannot have made the object, so
+nothing is imported to find out.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ _KNOWN_EXTRAS: dict[str, str] = {
     "sqlite+aiosqlite": "sql",
     "postgresql+asyncpg": "postgres",
     "s3": "s3",
+    "dynamodb": "dynamodb",
 }
 
 # Common spellings that name a database but not the async driver slimcache needs.
@@ -108,6 +109,15 @@ _CLIENT_ADAPTERS = (
         service="s3",
         required=("bucket",),
     ),
+    _ClientAdapter(
+        module="botocore.client",
+        name="BaseClient",
+        adapter="slimcache_dynamodb:DynamoDBStore",
+        extra="dynamodb",
+        description="boto3 DynamoDB client",
+        service="dynamodb",
+        required=("table",),
+    ),
 )
 
 # Objects that look like a supported client but would not work: (module, class, what it is and
@@ -137,11 +147,20 @@ def _imported_class(module: str, name: str) -> type | None:
 
 
 def _client_adapter(obj: object) -> _ClientAdapter | None:
-    for known in _CLIENT_ADAPTERS:
-        cls = _imported_class(known.module, known.name)
-        if cls is not None and isinstance(obj, cls):
+    """The adapter for a client: of those taking its class, the one for its service (boto3's
+    clients share one class), else the first, whose check then names the service it wants."""
+    found = [
+        known
+        for known in _CLIENT_ADAPTERS
+        if (cls := _imported_class(known.module, known.name)) is not None and isinstance(obj, cls)
+    ]
+    service = getattr(
+        getattr(getattr(obj, "meta", None), "service_model", None), "service_name", None
+    )
+    for known in found:
+        if known.service is not None and known.service == service:
             return known
-    return None
+    return found[0] if found else None
 
 
 def _lookalike(obj: object) -> str | None:
@@ -214,7 +233,7 @@ def _store_for_object(obj: object, options: dict[str, Any]) -> Store:
     raise ConfigurationError(
         "store URL must be a string, or else a slimcache store or a client slimcache has an "
         "adapter for (redis.asyncio.Redis or RedisCluster, SQLAlchemy AsyncEngine, boto3 S3 "
-        f"client); got {type(obj).__name__}"
+        f"or DynamoDB client); got {type(obj).__name__}"
     )
 
 
@@ -243,12 +262,13 @@ def open_store(url: object, **options: Any) -> Store:
         url: A store URL: ``memory://``, ``redis://host:6379/0``, ``rediss://...``,
             ``unix:///path.sock``, ``redis+cluster://host:port[,host:port...]``,
             ``sqlite+aiosqlite:///path.db``, ``postgresql+asyncpg://user@host/db``,
-            ``s3://bucket/prefix?endpoint_url=...``, or a scheme a third-party adapter
-            registers. Or an object: a ``redis.asyncio.Redis`` or ``RedisCluster`` client
-            (gives a ``RedisStore``), an SQLAlchemy ``AsyncEngine`` (an ``SQLStore``), a boto3
-            S3 client (an ``S3Store``; pass ``bucket=``), or a slimcache store, returned as it
-            is. A client passed in stays the caller's to close, except that an ``S3Store``
-            closes its boto3 client in ``aclose``.
+            ``s3://bucket/prefix?endpoint_url=...``, ``dynamodb://table?region=...``, or a
+            scheme a third-party adapter registers. Or an object: a ``redis.asyncio.Redis`` or
+            ``RedisCluster`` client (gives a ``RedisStore``), an SQLAlchemy ``AsyncEngine`` (an
+            ``SQLStore``), a boto3 S3 client (an ``S3Store``; pass ``bucket=``), a boto3
+            DynamoDB client (a ``DynamoDBStore``; pass ``table=``), or a slimcache store,
+            returned as it is. A client passed in stays the caller's to close, except that an
+            ``S3Store`` and a ``DynamoDBStore`` close their boto3 client in ``aclose``.
         **options: Passed to the adapter's factory or constructor (timeouts, pool size,
             prefix, ...).
 

@@ -25,6 +25,7 @@ import botocore.client
 import pytest
 import redis
 import redis.asyncio
+from slimcache_dynamodb import DynamoDBStore
 from slimcache_redis import RedisStore
 from slimcache_s3 import S3Store
 from slimcache_sql import SQLStore
@@ -35,6 +36,7 @@ import slimcache.stores.registry
 from slimcache import ConfigurationError, MemoryStore, MissingExtraError, Store, open_store
 from slimcache.stores import pip_install
 from slimcache.stores.registry import ENTRY_POINT_GROUP, store_schemes
+from tests.servers.dynamodb_server import DynamoDBServer, unique_table_name
 from tests.servers.postgres_server import PostgresServer
 from tests.servers.redis_cluster import RedisClusterServers
 from tests.servers.redis_server import RedisServer
@@ -53,6 +55,7 @@ SHIPPED_SCHEMES = {
     "sqlite+aiosqlite": "sql",
     "postgresql+asyncpg": "postgres",
     "s3": "s3",
+    "dynamodb": "dynamodb",
 }
 
 
@@ -165,6 +168,19 @@ async def test_s3_url(s3_server: S3Server) -> None:
     assert isinstance(store, S3Store)
     assert store.bucket == bucket
     assert store.prefix == "registry/"
+    await _round_trip(store)
+
+
+async def test_dynamodb_url(dynamodb_server: DynamoDBServer) -> None:
+    table = unique_table_name()
+    store = open_store(
+        f"dynamodb://{table}?endpoint_url={dynamodb_server.endpoint_url}",
+        region_name=dynamodb_server.region,
+        aws_access_key_id=dynamodb_server.access_key,
+        aws_secret_access_key=dynamodb_server.secret_key,
+    )
+    assert isinstance(store, DynamoDBStore)
+    assert store.table == table
     await _round_trip(store)
 
 
@@ -341,6 +357,23 @@ async def test_boto3_s3_client_with_a_bucket(s3_server: S3Server) -> None:
     assert isinstance(store, S3Store)
     assert (store.bucket, store.prefix) == (bucket, "objects/")
     await _round_trip(store)
+
+
+async def test_boto3_dynamodb_client_with_a_table(dynamodb_server: DynamoDBServer) -> None:
+    table = unique_table_name()
+    store = open_store(dynamodb_server.client(), table=table)
+    assert isinstance(store, DynamoDBStore)
+    assert store.table == table
+    await _round_trip(store)
+
+
+def test_boto3_dynamodb_client_needs_a_table(dynamodb_server: DynamoDBServer) -> None:
+    client = dynamodb_server.client()
+    try:
+        with pytest.raises(ConfigurationError, match=r"table=\.\.\."):
+            open_store(client)
+    finally:
+        client.close()
 
 
 def test_boto3_s3_client_needs_a_bucket(s3_server: S3Server) -> None:
