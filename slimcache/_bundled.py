@@ -176,6 +176,23 @@ BUNDLED: tuple[BundledAdapter, ...] = (
             ),
         ),
     ),
+    BundledAdapter(
+        extra="dynamodb",
+        schemes=("dynamodb",),
+        distribution="slimcache-dynamodb",
+        folder="adapters/dynamodb",
+        module="slimcache_dynamodb",
+        store="DynamoDBStore",
+        clients=(
+            ClientType(
+                "botocore.client",
+                "BaseClient",
+                "boto3 DynamoDB client",
+                service="dynamodb",
+                required=("table",),
+            ),
+        ),
+    ),
 )
 """Every bundled adapter, one row per slimcache extra that installs one."""
 

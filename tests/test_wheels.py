@@ -19,7 +19,13 @@ import pytest
 from tests.servers.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
-DISTRIBUTIONS = ("slimcache", "slimcache_redis", "slimcache_sql", "slimcache_s3")
+DISTRIBUTIONS = (
+    "slimcache",
+    "slimcache_redis",
+    "slimcache_sql",
+    "slimcache_s3",
+    "slimcache_dynamodb",
+)
 
 pytestmark = pytest.mark.packaging
 

@@ -75,7 +75,8 @@ def _client_adapter(obj: object) -> tuple[BundledAdapter, ClientType] | None:
     for row, client in matches:
         if client.service == service:
             return row, client
-    wanted = " or ".join(client.service for _, client in matches if client.service is not None)
+    services = [client.service for _, client in matches if client.service is not None]
+    wanted = " or ".join(filter(None, (", ".join(services[:-1]), services[-1])))
     raise ConfigurationError(
         f"open_store() takes a boto3 client for {wanted}, got one for {service!r}"
     )
@@ -188,12 +189,13 @@ def open_store(url: object, **options: Any) -> Store:
         url: A store URL: ``memory://``, ``redis://host:6379/0``, ``rediss://...``,
             ``unix:///path.sock``, ``redis+cluster://host:port[,host:port...]``,
             ``sqlite+aiosqlite:///path.db``, ``postgresql+asyncpg://user@host/db``,
-            ``s3://bucket/prefix?endpoint_url=...``, or a scheme a third-party adapter
-            registers. Or an object: a ``redis.asyncio.Redis`` or ``RedisCluster`` client
-            (gives a ``RedisStore``), an SQLAlchemy ``AsyncEngine`` (an ``SQLStore``), a boto3
-            S3 client (an ``S3Store``; pass ``bucket=``), or a slimcache store, returned as it
-            is. A client passed in stays the caller's to close, except that an ``S3Store``
-            closes its boto3 client in ``aclose``.
+            ``s3://bucket/prefix?endpoint_url=...``, ``dynamodb://table?region=...``, or a
+            scheme a third-party adapter registers. Or an object: a ``redis.asyncio.Redis`` or
+            ``RedisCluster`` client (gives a ``RedisStore``), an SQLAlchemy ``AsyncEngine`` (an
+            ``SQLStore``), a boto3 S3 client (an ``S3Store``; pass ``bucket=``), a boto3
+            DynamoDB client (a ``DynamoDBStore``; pass ``table=``), or a slimcache store,
+            returned as it is. A client passed in stays the caller's to close, except that an
+            ``S3Store`` and a ``DynamoDBStore`` close their boto3 client in ``aclose``.
         **options: Passed to the adapter's factory or constructor (timeouts, pool size,
             prefix, ...).
 

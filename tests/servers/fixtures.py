@@ -7,12 +7,14 @@ only when a test asks for one of theirs.
 
 from __future__ import annotations
 
+from tests.servers.dynamodb_server import dynamodb_server
 from tests.servers.llm_server import llm_server
 from tests.servers.postgres_server import postgres_server
 from tests.servers.redis_cluster import redis_cluster
 from tests.servers.redis_server import redis_server
 from tests.servers.s3_server import s3_server
 from tests.servers.store_factories import (
+    dynamodb_store_factory,
     memory_store_factory,
     postgres_store_factory,
     redis_cluster_store_factory,
@@ -23,6 +25,8 @@ from tests.servers.store_factories import (
 from tests.servers.sync_stores import open_sync_store
 
 __all__ = [
+    "dynamodb_server",
+    "dynamodb_store_factory",
     "llm_server",
     "memory_store_factory",
     "open_sync_store",

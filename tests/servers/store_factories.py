@@ -14,6 +14,8 @@ that keeps the store apart; a test that wants two stores on the same data names 
 - ``redis_cluster_store_factory``: the same on the session's Redis Cluster (``redis_cluster``).
 - ``s3_store_factory``: on the session's moto S3 (``s3_server``), each store in a new bucket
   unless ``bucket`` is given (the URL's bucket; other options go to ``S3Store.from_url``).
+- ``dynamodb_store_factory``: on the session's moto DynamoDB (``dynamodb_server``), each store
+  on a new table, created on first use, unless ``table`` is given.
 
 Servers start only when a factory of theirs is asked for.
 """
@@ -29,11 +31,13 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import pytest_asyncio
+from slimcache_dynamodb import DynamoDBStore
 from slimcache_redis import RedisStore
 from slimcache_s3 import S3Store
 from slimcache_sql import SQLStore
 
 from slimcache import MemoryStore
+from tests.servers.dynamodb_server import DynamoDBServer, unique_table_name
 from tests.servers.postgres_server import PostgresServer
 from tests.servers.redis_cluster import RedisClusterServers
 from tests.servers.redis_server import RedisServer
@@ -43,6 +47,7 @@ from tests.servers.sqlite_files import sqlite_url
 __all__ = [
     "StoreFactoryOf",
     "closing_stores",
+    "dynamodb_store_factory",
     "memory_store_factory",
     "postgres_store_factory",
     "redis_cluster_store_factory",
@@ -169,6 +174,21 @@ async def s3_store_factory(s3_server: S3Server) -> AsyncIterator[StoreFactoryOf[
         # The store's timeout (5 s unless given) bounds every call, so a dead endpoint fails a
         # test quickly; the client's connect and read timeouts are derived from it.
         return S3Store.from_url(f"s3://{bucket}", **options)
+
+    async with closing_stores(open_store) as make:
+        yield make
+
+
+@pytest_asyncio.fixture
+async def dynamodb_store_factory(
+    dynamodb_server: DynamoDBServer,
+) -> AsyncIterator[StoreFactoryOf[DynamoDBStore]]:
+    """``DynamoDBStore`` s on the session's moto server, each on a new table of its own."""
+
+    async def open_store(table: str | None = None, **options: Any) -> DynamoDBStore:
+        for name, value in dynamodb_server.client_options.items():
+            options.setdefault(name, value)
+        return DynamoDBStore.from_url(f"dynamodb://{table or unique_table_name()}", **options)
 
     async with closing_stores(open_store) as make:
         yield make

@@ -25,6 +25,7 @@ import botocore.client
 import pytest
 import redis
 import redis.asyncio
+from slimcache_dynamodb import DynamoDBStore
 from slimcache_redis import RedisStore
 from slimcache_s3 import S3Store
 from slimcache_sql import SQLStore
@@ -36,6 +37,7 @@ from slimcache import ConfigurationError, MemoryStore, MissingExtraError, Store,
 from slimcache._bundled import BUNDLED, BundledAdapter, ClientType
 from slimcache.stores import pip_install
 from slimcache.stores.registry import ENTRY_POINT_GROUP, store_schemes
+from tests.servers.dynamodb_server import DynamoDBServer, unique_table_name
 from tests.servers.postgres_server import PostgresServer
 from tests.servers.redis_cluster import RedisClusterServers
 from tests.servers.redis_server import RedisServer
@@ -157,6 +159,19 @@ async def test_s3_url(s3_server: S3Server) -> None:
     assert isinstance(store, S3Store)
     assert store.bucket == bucket
     assert store.prefix == "registry/"
+    await _round_trip(store)
+
+
+async def test_dynamodb_url(dynamodb_server: DynamoDBServer) -> None:
+    table = unique_table_name()
+    store = open_store(
+        f"dynamodb://{table}?endpoint_url={dynamodb_server.endpoint_url}",
+        region_name=dynamodb_server.region,
+        aws_access_key_id=dynamodb_server.access_key,
+        aws_secret_access_key=dynamodb_server.secret_key,
+    )
+    assert isinstance(store, DynamoDBStore)
+    assert store.table == table
     await _round_trip(store)
 
 
@@ -335,6 +350,23 @@ async def test_boto3_s3_client_with_a_bucket(s3_server: S3Server) -> None:
     await _round_trip(store)
 
 
+async def test_boto3_dynamodb_client_with_a_table(dynamodb_server: DynamoDBServer) -> None:
+    table = unique_table_name()
+    store = open_store(dynamodb_server.client(), table=table)
+    assert isinstance(store, DynamoDBStore)
+    assert store.table == table
+    await _round_trip(store)
+
+
+def test_boto3_dynamodb_client_needs_a_table(dynamodb_server: DynamoDBServer) -> None:
+    client = dynamodb_server.client()
+    try:
+        with pytest.raises(ConfigurationError, match=r"table=\.\.\."):
+            open_store(client)
+    finally:
+        client.close()
+
+
 def test_boto3_s3_client_needs_a_bucket(s3_server: S3Server) -> None:
     client = s3_server.client()
     try:
@@ -370,7 +402,7 @@ async def test_a_boto3_client_goes_to_the_adapter_of_its_service(
     await _round_trip(store)
     sns = _boto3_client("sns")
     try:
-        with pytest.raises(ConfigurationError, match="for sqs or s3, got one for 'sns'"):
+        with pytest.raises(ConfigurationError, match="for sqs, s3 or dynamodb, got one for 'sns'"):
             open_store(sns, bucket="b")
     finally:
         sns.close()
@@ -379,7 +411,7 @@ async def test_a_boto3_client_goes_to_the_adapter_of_its_service(
 def test_boto3_client_for_another_service_is_refused() -> None:
     client = _boto3_client("sqs")
     try:
-        with pytest.raises(ConfigurationError, match="for s3, got one for 'sqs'"):
+        with pytest.raises(ConfigurationError, match="for s3 or dynamodb, got one for 'sqs'"):
             open_store(client, bucket="b")
     finally:
         client.close()
@@ -451,7 +483,7 @@ def test_unsupported_object_names_what_is_supported(thing: object) -> None:
     assert str(caught.value) == (
         "store URL must be a string, or else a slimcache store or a client slimcache has an "
         "adapter for (redis.asyncio.Redis or RedisCluster, SQLAlchemy AsyncEngine, boto3 S3 "
-        f"client); got {type(thing).__name__}"
+        f"client, boto3 DynamoDB client); got {type(thing).__name__}"
     )
     assert not isinstance(caught.value, MissingExtraError)
 
