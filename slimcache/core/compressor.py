@@ -165,9 +165,11 @@ class SummarizeCompressor:
             inline. A failed background refresh leaves the cache as it was and is counted,
             logged and given to ``on_error``; it is never raised into a request.
         ceiling (Trigger | None): With ``refresh="background"`` (and required then): the most
-            an answer may hold, in the triggers' terms (pinned messages, the summary served and
-            every message after it): ``MessageThreshold(40)`` answers at once while at most 40
-            messages follow the summary. Above ``trigger`` when of the same kind.
+            an answer may hold, in the triggers' terms, counting all of it (the pinned messages,
+            the summary served and every message after it): ``MessageThreshold(40)`` answers at
+            once while the answer holds at most 40 messages, the summary included;
+            ``TokenThreshold`` counts their tokens (a trigger of one's own is given the whole
+            answer as its window). Above ``trigger`` when of the same kind.
         on_evict (Hook | None): Hook ``(messages, reason)`` called with the messages folded into a
             summary.
         on_compress (Hook | None): Hook ``(CompressEvent)`` called after a summary is made.

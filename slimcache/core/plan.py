@@ -37,6 +37,7 @@ __all__ = [
     "Rules",
     "ServeCached",
     "SummarizeAnew",
+    "answer_state",
     "count_boundary",
     "decide",
     "eviction_boundary",
@@ -441,7 +442,7 @@ def pick_base(
 
 def window_state(history: History, base: SummaryEntry | None, rules: Rules) -> WindowState:
     """What the request looks like with ``base`` (or no summary) and every message after it
-    verbatim: what the trigger fires on, and what a ceiling bounds."""
+    verbatim: what the trigger fires on."""
     checked = history.checked
     window_start = base.end + 1 if base is not None else history.pinned
     kept_to = eviction_boundary(checked, window_start, rules.keep)
@@ -453,6 +454,26 @@ def window_state(history: History, base: SummaryEntry | None, rules: Rules) -> W
         summary_tokens=rules.summary_tokens(base) if base is not None else 0,
         evictable_messages=evictable,
         evictable_tokens=sum(checked.tokens[window_start : window_start + evictable]),
+    )
+
+
+def answer_state(history: History, base: SummaryEntry | None, rules: Rules) -> WindowState:
+    """What a ceiling bounds: the answer served with ``base`` (or no summary), its pinned
+    messages, the summary message and every later message, seen whole as the window.
+
+    ``messages`` and ``tokens`` count all of it, and nothing is apart as pinned or summary, so
+    a trigger set as a ceiling counts the whole answer whichever it reads: ``MessageThreshold``
+    its messages, ``TokenThreshold`` and ``ContextWindow`` its tokens. What is evictable is
+    the window's, as for the trigger: how far the summary lags.
+    """
+    state = window_state(history, base, rules)
+    return WindowState(
+        messages=history.pinned + (1 if base is not None else 0) + state.messages,
+        tokens=state.total_tokens,
+        pinned_tokens=0,
+        summary_tokens=0,
+        evictable_messages=state.evictable_messages,
+        evictable_tokens=state.evictable_tokens,
     )
 
 

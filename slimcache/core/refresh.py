@@ -20,7 +20,7 @@ from typing import Any
 from slimcache._exceptions import StoreError, SummarizerError
 from slimcache.core import recorder as reporting
 from slimcache.core.background import refreshes
-from slimcache.core.plan import Decision, ExtendCached, History, SummarizeAnew, window_state
+from slimcache.core.plan import Decision, ExtendCached, History, SummarizeAnew, answer_state
 from slimcache.core.request import Work
 from slimcache.core.results import CompressionResult, Stats
 from slimcache.core.settings.compressor import Derived
@@ -47,7 +47,7 @@ def answered_now(
     if ceiling is None or force or not isinstance(decision, (ExtendCached, SummarizeAnew)):
         return None
     base = decision.base if isinstance(decision, ExtendCached) else None
-    if ceiling.reason(window_state(history, base, derived.rules)) is not None:
+    if ceiling.reason(answer_state(history, base, derived.rules)) is not None:
         return None
     return base, decision.target
 

@@ -264,9 +264,10 @@ class SlidingWindow:
             as it was and is logged, never raised.
         ceiling: With ``refresh="background"`` (and required then): the most
             :meth:`get_messages` may return while a compaction runs in the background, in the
-            triggers' terms (``MessageThreshold(3 * window_size)``, say: at most that many
-            messages after the summary); a window past it compacts before returning. Above
-            ``window_size + batch`` messages when it counts messages.
+            triggers' terms, the leading system messages and the summary included
+            (``MessageThreshold(3 * window_size)``, say: at most that many messages in all); a
+            window past it compacts before returning. Above ``window_size + batch`` messages
+            when it counts messages, with room for the summary and the system messages.
 
     Raises:
         InvalidInput: The id is malformed.
@@ -437,7 +438,8 @@ class SlidingWindow:
         ``window_size`` and ``window_size + batch - 1`` messages (more only to keep a tool call
         with its results). If messages pushed meanwhile (here or by another instance) made a
         compaction due, it runs first; with ``refresh="background"`` it runs afterwards while
-        ``recent`` stays within the ceiling, which it may hold up to.
+        the messages returned, the summary and system messages included, stay within the
+        ceiling, and ``recent`` holds more meanwhile.
 
         Raises:
             SummarizerError: A due compaction failed (nothing changed).

@@ -118,6 +118,35 @@ async def test_past_the_ceiling_a_push_compacts_before_returning(make_store: Mak
     assert len(summarizer.calls) == 2
 
 
+async def test_the_ceiling_counts_the_summary_among_the_messages_returned(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    summarizer = HeldSummarizer()
+    summarizer.go.set()
+    sliding = window(summarizer, store)
+    history = turns(CEILING + 2)
+    await sliding.push_many(history[:6])
+    assert await slimcache.background.drain()
+    summarizer.go.clear()
+    # The summary and 11 messages after it: 12, the ceiling, returned at once.
+    await sliding.push_many(history[6:13])
+    messages = await sliding.get_messages()
+    assert messages == [summary_message("[0-1]"), *history[2:13]]
+    assert len(messages) == CEILING
+    refreshes.cancel()
+    assert await slimcache.background.drain()
+    summarizer.go.set()
+    calls = len(summarizer.calls)
+    await sliding.push(history[13])  # 13 with the summary: over, so it compacts first
+    assert refreshes.status().pending == 0
+    assert len(summarizer.calls) == calls + 1
+    assert await sliding.get_messages() == [
+        summary_message("[0-1] + [2-9]"),
+        *history[-WINDOW:],
+    ]
+
+
 async def test_a_failed_background_compaction_raises_nothing_and_changes_nothing(
     make_store: MakeStore,
 ) -> None:
