@@ -9,14 +9,19 @@ agent runs.
 
 Inside an agent's loop a failing summarizer must not fail the agent. With
 ``on_summarizer_error="degrade"`` (the default) the request is answered from what the store
-already holds: the thread's last cached summary that still matches the history and every message
-since, verbatim (or every message, when nothing is cached), with a warning; the failure is
-counted in ``stats.summarizer_errors``.
+already holds: the thread's newest cached summary that still matches the history and every
+message after it, verbatim (or every message, when nothing is cached), with a warning; the
+failure is counted in ``stats.summarizer_errors``, and what was served so in the other
+counters (the request once).
+
+:meth:`AgentCompression.compress` is awaited on the agent's loop;
+:meth:`AgentCompression.compress_blocking` is the same for a framework's sync hook.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.compressor import SummarizeCompressor
-from slimcache.core.policy import Keep, Trigger, WindowState
+from slimcache.core.policy import Keep, Manual, Trigger
 from slimcache.core.results import CompressionResult, Stats
 from slimcache.core.settings.compressor import CompressorOptions
 from slimcache.core.summarizer import Summarizer
@@ -41,7 +46,7 @@ from slimcache.messages import Message
 from slimcache.stores import MemoryStore, Store
 from slimcache.sync import default_runner
 
-__all__ = ["AgentCompression", "Never", "OnSummarizerError", "Summarized", "summarized"]
+__all__ = ["AgentCompression", "CompressionOwner", "OnSummarizerError", "Summarized", "summarized"]
 
 logger = logging.getLogger("slimcache")
 
@@ -49,13 +54,8 @@ logger = logging.getLogger("slimcache")
 _PROBE_CONTEXT_SIZE = 1_000_000
 
 
-@dataclass(frozen=True)
-class Never:
-    """A trigger that never fires: the compressor only serves what is cached."""
-
-    def reason(self, state: WindowState) -> str | None:
-        """Always ``None``."""
-        return None
+# The trigger of a compressor that only serves what is cached.
+_NEVER = Manual()
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,8 @@ class AgentCompression:
         self._summarizer = summarizer
         self._settings = settings
         self._options = compressor_options(settings)
-        self._needs_size = needs_context_size(settings.trigger, settings.keep, settings.ceiling)
+        sizes = (settings.trigger or settings.keep, settings.keep, settings.ceiling)
+        self._needs_size = needs_context_size(*sizes)
         self._lock = threading.Lock()
         self._compressors: dict[int | None, tuple[SummarizeCompressor, SummarizeCompressor]] = {}
         # Every setting is checked before the store is opened, also when the context size
@@ -131,12 +132,18 @@ class AgentCompression:
 
     @property
     def stats(self) -> Stats:
-        """The counters of the compressors built so far, added up."""
+        """The counters of the compressors built so far, added up: requests, cache hits,
+        summarizer calls, tokens saved.
+
+        What was served after a summarizer failure (``on_summarizer_error="degrade"``) is
+        counted in, its requests once.
+        """
         total = Stats()
         with self._lock:
-            compressors = [pair[0] for pair in self._compressors.values()]
-        for compressor in compressors:
+            pairs = list(self._compressors.values())
+        for compressor, cached_only in pairs:
             total.add(compressor.stats)
+            total.add(dataclasses.replace(cached_only.stats, requests=0))
         return total
 
     async def compress(
@@ -164,6 +171,23 @@ class AgentCompression:
             pending = default_runner().submit(self._run(pair, messages, thread_id))
         return await asyncio.wrap_future(pending)
 
+    def compress_blocking(
+        self,
+        messages: Sequence[Message],
+        thread_id: str | None,
+        *,
+        context_size: int | None = None,
+    ) -> CompressionResult:
+        """:meth:`compress`, from code that does not await (a framework's sync hook): it
+        blocks until slimcache's loop has compressed. Not for a coroutine on a running loop,
+        which it would block.
+
+        Raises:
+            The errors of :meth:`compress`.
+        """
+        pair = self._pair(context_size)
+        return default_runner().run(self._run(pair, messages, thread_id))
+
     async def aclose(self) -> None:
         """Close the store if it was given as a URL."""
         await self._handle.aclose()
@@ -181,7 +205,9 @@ class AgentCompression:
                 "does not give: use ('tokens', n) or ('messages', n)"
             )
         settings = self._settings
-        trigger = trigger_policy(settings.trigger, context_size)
+        trigger: Trigger = _NEVER
+        if settings.trigger is not None:
+            trigger = trigger_policy(settings.trigger, context_size)
         keep = keep_policy(settings.keep, trigger, context_size)
         ceiling = None
         if settings.ceiling is not None:
@@ -200,8 +226,9 @@ class AgentCompression:
         """A compressor; ``background``: with the refresh and ceiling asked for."""
         options: CompressorOptions = {**self._options, "trigger": trigger, "keep": keep}
         if background:
-            options["refresh"] = self._settings.refresh
             options["ceiling"] = ceiling
+        else:
+            options.pop("refresh", None)
         return SummarizeCompressor(self._summarizer, store, **options)
 
     def _pair(self, context_size: int | None) -> tuple[SummarizeCompressor, SummarizeCompressor]:
@@ -213,7 +240,7 @@ class AgentCompression:
                 store = self._handle.store
                 pair = (
                     self._build(store, trigger, keep, ceiling, background=True),
-                    self._build(store, Never(), keep, None, background=False),
+                    self._build(store, _NEVER, keep, None, background=False),
                 )
                 self._compressors[key] = pair
             return pair
@@ -231,9 +258,36 @@ class AgentCompression:
             if self._settings.on_summarizer_error == "raise":
                 raise
             logger.warning(
-                "the summarizer failed; serving the last cached summary of thread %s and the "
-                "messages since: %s",
+                "the summarizer failed, so the model gets the newest cached summary of thread "
+                "%s and the messages after it: %s",
                 thread_id,
                 exc,
             )
             return await cached_only.compress_detailed(messages, thread_id=thread_id)
+
+
+class CompressionOwner:
+    """What every integration shows of its :class:`AgentCompression` (kept as
+    ``self._compression``): the store, the counters, and closing the store it opened."""
+
+    _compression: AgentCompression
+
+    @property
+    def store(self) -> Store:
+        """The store the summaries are kept in."""
+        return self._compression.store
+
+    @property
+    def stats(self) -> Stats:
+        """The counters: requests, cache hits, summarizer calls, tokens saved; what was served
+        after a summarizer failure counted in (its requests once)."""
+        return self._compression.stats
+
+    def close(self) -> None:
+        """Close the store when it was given as a URL; a store passed in stays open. One left
+        open is closed at exit, on the loop its connections belong to."""
+        self._compression.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, from async code."""
+        await self._compression.aclose()

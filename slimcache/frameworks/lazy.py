@@ -1,4 +1,5 @@
-"""A bridge's names that need its framework, imported on first use: one ``__getattr__`` shape.
+"""A bridge's names that need its framework, imported on first use: one ``__getattr__`` shape,
+and the ``__dir__`` that lists them.
 
 ``slimcache.langchain``, ``slimcache.pydantic_ai`` and ``slimcache.openai_agents`` import without
 their framework; a name that needs it is imported when first asked for, and a missing framework
@@ -8,7 +9,7 @@ is a :class:`~slimcache.MissingExtraError` saying what to install.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from slimcache._exceptions import MissingExtraError
 from slimcache._install import pip_install
@@ -16,33 +17,31 @@ from slimcache._public import publish
 
 __all__ = ["lazy_exports"]
 
+# Each bridge: the top-level names of the packages it needs, told apart from other
+# ImportErrors; what it needs, as the error says it; the slimcache extra that installs it.
+_NEEDS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "slimcache.langchain": (("langchain", "langgraph"), "langchain 1.0 or later", "langchain"),
+    "slimcache.pydantic_ai": (("pydantic_ai",), "Pydantic AI 2", "pydantic-ai"),
+    "slimcache.openai_agents": (("agents", "openai"), "the OpenAI Agents SDK", "openai-agents"),
+}
 
-def lazy_exports(
-    module: str,
-    namespace: dict[str, object],
-    homes: Mapping[str, str],
-    *,
-    packages: tuple[str, ...],
-    needs: str,
-    extra: str,
-) -> Callable[[str], object]:
-    """Make the ``__getattr__`` of a package whose names need another package (a framework):
-    each is imported on first use, published as the package's own, and kept.
+
+def lazy_exports(module: str, namespace: dict[str, object], homes: Mapping[str, str]) -> None:
+    """Give a bridge, whose names need its framework, its ``__getattr__``, by which each is
+    imported on first use, published as the bridge's own, and kept; and its ``__dir__``, which
+    lists them beside what it holds.
 
     Args:
-        module: The package, e.g. ``"slimcache.langchain"``.
+        module: The bridge, e.g. ``"slimcache.langchain"``.
         namespace: Its globals, where an imported name is kept.
         homes: Each lazily imported name -> the private module that defines it.
-        packages: The top-level names of the packages it needs, told apart from other
-            ``ImportError``s.
-        needs: What it needs, as the error says it (``"langchain 1.0 or later"``).
-        extra: The slimcache extra that installs it; the error says how to add it to this
-            install (see :func:`slimcache._install.pip_install`).
 
-    Raises (from the returned function):
+    Raises (from ``__getattr__``):
         AttributeError: The name is not one of ``homes``.
-        MissingExtraError: The package it needs is not installed.
+        MissingExtraError: The framework is not installed; the error says what it needs and
+            how to add it to this install (see :func:`slimcache._install.pip_install`).
     """
+    packages, needs, extra = _NEEDS[module]
 
     def __getattr__(name: str) -> object:
         if name not in homes:
@@ -59,4 +58,9 @@ def lazy_exports(
         namespace[name] = value
         return value
 
-    return __getattr__
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *homes})
+
+    # Set here, not written in the package: a type checker reads the package's own imports.
+    namespace["__getattr__"] = __getattr__
+    namespace["__dir__"] = __dir__

@@ -1,18 +1,22 @@
 """The settings every agent integration takes: one frozen object, each setting written once.
 
-:class:`AgentSettings` holds the keywords that Pydantic AI's ``CachedSummarization`` and the
-Agents SDK's ``CachedSummarizationFilter`` and ``CachedSummarySession`` share, with their
-defaults and their meaning; :class:`AgentOptions` types them as keyword arguments
-(``**options: Unpack[AgentOptions]``), so a type checker checks them where they are given. An
-integration with settings of its own subclasses both (the Agents SDK adds ``context_window``).
+:class:`AgentSettings` holds the keywords that LangChain's ``CachedSummarizationMiddleware``,
+Pydantic AI's ``CachedSummarization`` and the Agents SDK's ``CachedSummarizationFilter`` and
+``CachedSummarySession`` share: those of the integrations' own (``trigger``, ``keep`` and
+``ceiling`` in sizes, ``summary_placement``, ``on_summarizer_error``, ``on_truncated``), and
+every setting of :class:`~slimcache.SummarizeCompressor` they pass on as it is
+(:class:`~slimcache.core.settings.compressor.SharedOptions`: ``lease_ttl``, ``strategy``,
+``namespace``...), kept as given, so that its default and its check are the compressor's.
+:class:`AgentOptions` types them all as keyword arguments (``**options: Unpack[AgentOptions]``),
+so a type checker checks them where they are given. An integration with settings of its own
+subclasses both (the Agents SDK adds ``context_window``).
 
 An integration builds its settings with :func:`settings_from`, which refuses a keyword that is
 not a setting as Python refuses one, and shows them in its signature with
 :class:`SettingsSignature`, so :func:`inspect.signature` and ``help()`` list every keyword with
-its default. It hands the object to
-:class:`~slimcache.frameworks.compression.AgentCompression`, which reads what it needs and gives
-the compressor the rest (:func:`compressor_options`): each setting reaches the compressor
-through that one function.
+its default (a compressor setting's from :data:`~slimcache.core.settings.compressor.DEFAULTS`).
+It hands the object to :class:`~slimcache.frameworks.compression.AgentCompression`, which reads
+what it needs and gives the compressor the rest (:func:`compressor_options`).
 """
 
 from __future__ import annotations
@@ -20,24 +24,25 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, TypeVar, get_args
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, cast, get_args
 
+from slimcache._exceptions import ConfigurationError
 from slimcache.core.settings.checks import check_choice
-from slimcache.core.settings.compressor import CompressorOptions
-from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE, RefreshMode
-from slimcache.core.summarizer import OnOverBudget, Prompts
+from slimcache.core.settings.compressor import DEFAULTS, CompressorOptions, SharedOptions
 from slimcache.core.truncation import OnTruncated, check_on_truncated
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec
-from slimcache.messages import TokenCounter, approx_tokens
 
 __all__ = [
+    "DEFAULT_KEEP",
+    "DEFAULT_TRIGGER",
     "AgentOptions",
     "AgentSettings",
     "OnSummarizerError",
     "SettingsSignature",
     "SummaryPlacement",
     "compressor_options",
+    "setting_names",
     "settings_from",
     "signature",
 ]
@@ -49,28 +54,33 @@ messages since (``"degrade"``), send every message (``"uncompressed"``), or rais
 SummaryPlacement = Literal["system", "user"]
 """Where an integration puts the summary: as a system or as a user message."""
 
+DEFAULT_TRIGGER: TriggerSpec = ("messages", 50)
+"""Summarize once the verbatim messages reach 50."""
+
+DEFAULT_KEEP: ContextSize = ("messages", 20)
+"""Keep the last 20 messages verbatim, as LangChain's middleware does."""
+
 _PLACEMENTS = get_args(SummaryPlacement)
 _ON_SUMMARIZER_ERROR = get_args(OnSummarizerError)
 
+# The compressor's settings an integration passes on as they are, in the compressor's order.
+_SHARED_TYPES = {
+    name: getattr(typed, "__forward_arg__", typed)  # as the compressor's module wrote it
+    for name, typed in SharedOptions.__annotations__.items()
+}
+_SHARED = tuple(_SHARED_TYPES)
 
-class AgentOptions(TypedDict, total=False):
-    """The keyword arguments every agent integration takes, each with the type of the
-    :class:`AgentSettings` attribute it sets."""
 
-    trigger: TriggerSpec
+class AgentOptions(SharedOptions, total=False):
+    """The keyword arguments every agent integration takes, each with the type of the setting
+    it sets: the compressor's (:class:`~slimcache.core.settings.compressor.SharedOptions`) and
+    the :class:`AgentSettings` attributes of the integrations' own."""
+
+    trigger: TriggerSpec | None
     keep: ContextSize
-    token_counter: TokenCounter
-    max_summary_tokens: int
-    prompts: Prompts | None
-    summary_template: str
-    summary_placement: SummaryPlacement
-    namespace: str
-    ttl: float | None
-    on_summarizer_error: OnSummarizerError
-    refresh: RefreshMode
     ceiling: ContextSize | None
-    on_store_error: Literal["raise", "bypass"]
-    on_over_budget: OnOverBudget
+    summary_placement: SummaryPlacement
+    on_summarizer_error: OnSummarizerError
     on_truncated: OnTruncated
 
 
@@ -78,100 +88,112 @@ class AgentOptions(TypedDict, total=False):
 class AgentSettings:
     """The settings every agent integration takes, by keyword, with their defaults.
 
+    Every setting of :class:`~slimcache.SummarizeCompressor` that the integration passes on as
+    it is (``strategy``, ``max_summary_tokens``, ``token_counter``, ``prompts``, ``namespace``,
+    ``ttl``, ``lock_wait``, ``lease_ttl``, ``store_timeout``, ``refresh``, the hooks, ...; see
+    :class:`~slimcache.core.settings.compressor.SharedOptions`) is taken by its keyword, with
+    the compressor's meaning and default, and kept in ``compressor`` as given. The attributes
+    below are the integrations' own, or mean more here.
+
     Building one checks the choices only the integrations have (``summary_placement``,
-    ``on_summarizer_error``); the sizes and the compressor's settings are checked by the
-    integration when it builds its compressor, which it does before it opens its store. A
-    message count counts the messages as the integration sees them (see its class).
+    ``on_summarizer_error``, ``on_truncated``); the sizes and the compressor's settings are
+    checked by the integration when it builds its compressor, which it does before it opens its
+    store. A message count counts the messages as the integration sees them (see its class).
 
     Attributes:
         trigger: When to summarize: ``("messages", n)`` when the verbatim messages reach
             ``n``, ``("tokens", n)`` when all the messages sent do, ``("fraction", f)`` of the
             model's context window; a dict of sizes that must all be reached, or a list of which
-            any one suffices.
+            any one suffices. ``None`` never summarizes: only what is cached is served.
         keep: How much stays verbatim once summarized: ``("messages", n)``, ``("tokens", n)``
             or ``("fraction", f)``; below a trigger of the same unit.
-        token_counter: Counts a text's tokens (default: ``ceil(len / 4)``).
-        max_summary_tokens: The summary's token budget.
-        prompts: The prompts the summarizer gets (default: slimcache's).
-        summary_template: The summary's text as the model sees it; ``{summary}``,
-            ``{start}``, ``{end}`` and ``{count}`` are filled in.
+        ceiling: With ``refresh="background"`` (and required then), how much the compressed
+            input may hold while the summary is extended behind the call, in the sizes of
+            ``trigger`` (``("messages", 80)``, ``("tokens", 6000)``, ...); above a trigger of
+            the same unit.
         summary_placement: ``"system"`` (default) or ``"user"``: a system or user prompt part
             after the agent's own (Pydantic AI), the role of the summary message (the Agents
             SDK).
-        namespace: Namespace of every store key.
-        ttl: Seconds cached summaries live (``None``: until deleted); it slides on hits.
         on_summarizer_error: ``"degrade"`` (default): when the summarizer fails, the model gets
-            the last cached summary and the messages since (all messages when none is cached),
-            with a warning; ``"uncompressed"``: all messages; ``"raise"``.
-        refresh: ``"inline"`` (default): a call the trigger fires on waits for its summary.
-            ``"background"``: the model gets the cached summary and everything after it at
-            once while that stays within ``ceiling``, and the summary is extended behind the
-            call (see the guide "Refresh summaries in the background").
-        ceiling: With ``refresh="background"``, how much the compressed input may hold, in the
-            sizes of ``trigger`` (``("messages", 80)``, ``("tokens", 6000)``, ...).
-        on_store_error: ``"raise"`` (default) or ``"bypass"`` the cache.
-        on_over_budget: A summary still over ``max_summary_tokens`` after the condense call is
-            ``"cut"`` (default) to the budget at a sentence or word boundary, counted in
-            ``stats.cut_over_budget`` and logged, or is a summarizer failure (``"raise"``; see
-            ``on_summarizer_error``).
+            the newest cached summary that still matches the history and the messages after it
+            (all messages when none is cached), with a warning, and ``stats`` counts what was
+            served so; ``"uncompressed"``: all messages; ``"raise"``.
         on_truncated: When ``model`` is a framework's model or a model name: a reply still cut
             at the budget after asking for a shorter one is kept with a warning (``"accept"``,
             default; ``stats.truncated_accepted`` counts it) or is a summarizer failure
             (``"raise"``). A slimcache summarizer given as ``model`` has its own.
+        compressor: The compressor's settings given, by keyword (those not given take the
+            compressor's defaults).
 
     Raises:
         ConfigurationError: ``summary_placement``, ``on_summarizer_error`` or ``on_truncated``
-            is not one of its choices.
+            is not one of its choices, or ``refresh="background"`` has no ``ceiling``.
     """
 
-    trigger: TriggerSpec = ("messages", 50)
-    keep: ContextSize = ("messages", 20)
-    token_counter: TokenCounter = approx_tokens
-    max_summary_tokens: int = 1000
-    prompts: Prompts | None = None
-    summary_template: str = DEFAULT_SUMMARY_TEMPLATE
-    summary_placement: SummaryPlacement = "system"
-    namespace: str = ""
-    ttl: float | None = None
-    on_summarizer_error: OnSummarizerError = "degrade"
-    refresh: RefreshMode = "inline"
+    trigger: TriggerSpec | None = DEFAULT_TRIGGER
+    keep: ContextSize = DEFAULT_KEEP
     ceiling: ContextSize | None = None
-    on_store_error: Literal["raise", "bypass"] = "raise"
-    on_over_budget: OnOverBudget = "cut"
+    summary_placement: SummaryPlacement = "system"
+    on_summarizer_error: OnSummarizerError = "degrade"
     on_truncated: OnTruncated = "accept"
+    compressor: SharedOptions = field(default_factory=lambda: SharedOptions())
 
     def __post_init__(self) -> None:
         check_choice("summary_placement", self.summary_placement, _PLACEMENTS)
-        check_choice("on_summarizer_error", self.on_summarizer_error, _ON_SUMMARIZER_ERROR)
+        if self.on_summarizer_error not in _ON_SUMMARIZER_ERROR:
+            raise ConfigurationError(
+                "on_summarizer_error must be 'degrade', 'uncompressed' or 'raise', "
+                f"got {self.on_summarizer_error!r}"
+            )
         check_on_truncated(self.on_truncated)
+        if self.compressor.get("refresh") == "background" and self.ceiling is None:
+            raise ConfigurationError(
+                'refresh="background" needs a ceiling, the size at which a model call waits for '
+                'the summary after all: ceiling=("messages", 80), say'
+            )
+
+    @property
+    def refresh(self) -> str:
+        """The compressor's ``refresh``, as given or its default."""
+        return self.compressor.get("refresh", DEFAULTS.refresh)
 
 
 def compressor_options(settings: AgentSettings) -> CompressorOptions:
-    """The settings the compressor takes as they are, and ``on_summarizer_error`` as it reads
-    it (a degrading integration has its compressor raise, and serves the cache).
+    """The compressor's settings given, and ``on_summarizer_error`` as the compressor reads it
+    (a degrading integration has its compressor raise, and serves the cache).
 
-    ``trigger``, ``keep``, ``ceiling`` and ``refresh`` are not among them: they are sizes the
-    integration turns into the compressor's policies, once it knows the context size.
+    ``trigger``, ``keep`` and ``ceiling`` are not among them: they are sizes the integration
+    turns into the compressor's policies, once it knows the context size.
     """
-    return {
-        "token_counter": settings.token_counter,
-        "max_summary_tokens": settings.max_summary_tokens,
-        "prompts": settings.prompts,
-        "summary_template": settings.summary_template,
-        "summary_role": "system",
-        "namespace": settings.namespace,
-        "ttl": settings.ttl,
-        "on_summarizer_error": (
-            "uncompressed" if settings.on_summarizer_error == "uncompressed" else "raise"
-        ),
-        "on_store_error": settings.on_store_error,
-        "on_over_budget": settings.on_over_budget,
-    }
+    uncompressed = settings.on_summarizer_error == "uncompressed"
+    # SharedOptions is CompressorOptions but for the keys added here.
+    return cast(
+        "CompressorOptions",
+        {
+            **settings.compressor,
+            "summary_role": "system",
+            "on_summarizer_error": "uncompressed" if uncompressed else "raise",
+        },
+    )
 
 
 SettingsT = TypeVar("SettingsT", bound=AgentSettings)
 
-_NAMES: dict[type[AgentSettings], frozenset[str]] = {}
+_NAMES: dict[type[AgentSettings], tuple[str, ...]] = {}
+
+
+def _own(kind: type[AgentSettings]) -> list[dataclasses.Field[Any]]:
+    """The attributes of ``kind`` that are keywords of their own (all but ``compressor``)."""
+    return [found for found in dataclasses.fields(kind) if found.name != "compressor"]
+
+
+def setting_names(kind: type[AgentSettings]) -> tuple[str, ...]:
+    """Every keyword ``kind`` is made from, in the order signatures show them: its own
+    attributes, then the compressor's settings it passes on as they are."""
+    names = _NAMES.get(kind)
+    if names is None:
+        names = _NAMES[kind] = (*(found.name for found in _own(kind)), *_SHARED)
+    return names
 
 
 def settings_from(kind: type[SettingsT], owner: str, options: Mapping[str, Any]) -> SettingsT:
@@ -186,28 +208,35 @@ def settings_from(kind: type[SettingsT], owner: str, options: Mapping[str, Any])
         TypeError: A keyword that is not a setting, named as Python names one.
         ConfigurationError: A setting ``kind`` checks is invalid.
     """
-    names = _NAMES.get(kind)
-    if names is None:
-        names = _NAMES[kind] = frozenset(field.name for field in dataclasses.fields(kind))
-    unknown = sorted(set(options) - names)
+    unknown = sorted(set(options) - set(setting_names(kind)))
     if unknown:
         raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
-    return kind(**options)
+    shared: Any = {name: value for name, value in options.items() if name in _SHARED}
+    own = {name: value for name, value in options.items() if name not in _SHARED}
+    return kind(**own, compressor=shared)
 
 
 def signature(init: Callable[..., None], kind: type[AgentSettings]) -> inspect.Signature:
     """A class's signature as :func:`inspect.signature` and ``help()`` show it: the arguments
-    of its ``init`` but ``self`` and ``**options``, then every setting of ``kind`` as a keyword
-    with its default."""
+    of its ``init`` but ``self`` and ``**options``, then every other setting of ``kind`` as a
+    keyword with its default (a compressor setting's from
+    :data:`~slimcache.core.settings.compressor.DEFAULTS`)."""
     parameter = inspect.Parameter
     own = [
         given
         for given in inspect.signature(init).parameters.values()
         if given.name != "self" and given.kind is not parameter.VAR_KEYWORD
     ]
+    shown = {given.name for given in own}
     settings = [
-        parameter(field.name, parameter.KEYWORD_ONLY, default=field.default, annotation=field.type)
-        for field in dataclasses.fields(kind)
+        parameter(found.name, parameter.KEYWORD_ONLY, default=found.default, annotation=found.type)
+        for found in _own(kind)
+        if found.name not in shown
+    ]
+    settings += [
+        parameter(name, parameter.KEYWORD_ONLY, default=getattr(DEFAULTS, name), annotation=typed)
+        for name, typed in _SHARED_TYPES.items()
+        if name not in shown
     ]
     return inspect.Signature([*own, *settings], return_annotation="None")
 

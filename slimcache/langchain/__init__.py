@@ -62,12 +62,4 @@ _publish(__name__, globals(), [name for name in __all__ if name in globals()])
 # Subclasses langchain's AgentMiddleware, so it is imported on first use, not with this module.
 _LAZY = {"CachedSummarizationMiddleware": "slimcache.langchain._middleware"}
 
-if not _typing.TYPE_CHECKING:
-    __getattr__ = _lazy_exports(
-        __name__,
-        globals(),
-        _LAZY,
-        packages=("langchain", "langgraph"),
-        needs="langchain 1.0 or later",
-        extra="langchain",
-    )
+_lazy_exports(__name__, globals(), _LAZY)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Union, cast
 
 from langchain.chat_models import init_chat_model
@@ -24,7 +24,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.constants import TAG_NOSTREAM
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
-from slimcache.core.settings.checks import check_summarizer
+from slimcache.core.settings.compressor import DEFAULTS
 from slimcache.core.summarizer import (
     DEFAULT_CONDENSE_PROMPT,
     MESSAGES_PLACEHOLDER,
@@ -34,28 +34,22 @@ from slimcache.core.summarizer import (
     summarizer_name,
 )
 from slimcache.core.truncation import OnTruncated
+from slimcache.frameworks.settings import DEFAULT_KEEP, DEFAULT_TRIGGER
 from slimcache.frameworks.sizes import ContextSize, TriggerSpec
+from slimcache.frameworks.summarizers import summarizer_for
 from slimcache.langchain._convert import to_langchain
 from slimcache.langchain._summarizer import LangChainSummarizer, as_token_counter
 from slimcache.messages import Message, TokenCounter
 
 __all__ = [
-    "DEFAULT_KEEP",
-    "DEFAULT_TRIGGER",
     "InputBound",
+    "compressor_keywords",
     "input_bound",
     "prompts_for",
     "read_deprecated",
     "summary_writer",
     "text_counter",
 ]
-
-# Sizes go through cast, which tells "messages" here from the store-key word it also is.
-DEFAULT_TRIGGER: TriggerSpec = cast("ContextSize", ("messages", 50))
-"""Summarize once the verbatim messages reach 50 (LangChain's middleware: never, by default)."""
-
-DEFAULT_KEEP: ContextSize = cast("ContextSize", ("messages", 20))
-"""Keep the last 20 messages verbatim, as LangChain's middleware does."""
 
 InputBound = Union[int, Literal["auto"], None]  # noqa: UP007
 """``trim_tokens_to_summarize``: tokens one summarizer call may receive."""
@@ -69,25 +63,14 @@ _CONFIG: Any = {"tags": [TAG_NOSTREAM], "run_name": "slimcache_summary"}
 
 
 def read_deprecated(
-    trigger: TriggerSpec | None,
-    keep: ContextSize,
-    deprecated: Mapping[str, Any],
+    trigger: TriggerSpec | None, keep: ContextSize, options: dict[str, Any]
 ) -> tuple[TriggerSpec | None, ContextSize]:
-    """``trigger`` and ``keep`` with LangChain's deprecated keywords applied, as it applies
-    them (each with its ``DeprecationWarning``): ``max_tokens_before_summary=n`` is
-    ``trigger=("tokens", n)`` unless a trigger is given, ``messages_to_keep=n`` is
-    ``keep=("messages", n)`` unless another keep is given.
-
-    Raises:
-        TypeError: Any other keyword, as Python says of an unknown one.
-    """
-    unknown = sorted(set(deprecated) - {"max_tokens_before_summary", "messages_to_keep"})
-    if unknown:
-        raise TypeError(
-            f"CachedSummarizationMiddleware() got an unexpected keyword argument {unknown[0]!r}"
-        )
-    if "max_tokens_before_summary" in deprecated:
-        value = deprecated["max_tokens_before_summary"]
+    """``trigger`` and ``keep`` with LangChain's deprecated keywords taken out of ``options``
+    and applied, as it applies them (each with its ``DeprecationWarning``):
+    ``max_tokens_before_summary=n`` is ``trigger=("tokens", n)`` unless a trigger is given,
+    ``messages_to_keep=n`` is ``keep=("messages", n)`` unless another keep is given."""
+    if "max_tokens_before_summary" in options:
+        value = options.pop("max_tokens_before_summary")
         warnings.warn(
             "max_tokens_before_summary is deprecated. Use trigger=('tokens', value) instead.",
             DeprecationWarning,
@@ -95,8 +78,8 @@ def read_deprecated(
         )
         if trigger is DEFAULT_TRIGGER and value is not None:
             trigger = ("tokens", value)
-    if "messages_to_keep" in deprecated:
-        value = deprecated["messages_to_keep"]
+    if "messages_to_keep" in options:
+        value = options.pop("messages_to_keep")
         warnings.warn(
             "messages_to_keep is deprecated. Use keep=('messages', value) instead.",
             DeprecationWarning,
@@ -105,6 +88,28 @@ def read_deprecated(
         if keep == DEFAULT_KEEP:
             keep = cast("ContextSize", ("messages", value))
     return trigger, keep
+
+
+def compressor_keywords(
+    options: dict[str, Any],
+    token_counter: object,
+    summary_prompt: str | None,
+    trim_tokens_to_summarize: object,
+) -> dict[str, Any]:
+    """``options`` with LangChain's keywords read as the compressor's: ``token_counter`` as a
+    text counter (see :func:`text_counter`), ``summary_prompt`` as ``prompts`` (see
+    :func:`prompts_for`) and ``trim_tokens_to_summarize`` as ``max_input_tokens``.
+
+    Raises:
+        ConfigurationError: One is invalid, or given beside the compressor's keyword it is.
+    """
+    read = {**options, "token_counter": text_counter(token_counter)}
+    read["prompts"] = prompts_for(summary_prompt, options.get("prompts"))
+    if "max_input_tokens" not in options:
+        read["max_input_tokens"] = input_bound(trim_tokens_to_summarize)
+    elif trim_tokens_to_summarize != DEFAULTS.max_input_tokens:
+        raise ConfigurationError("give trim_tokens_to_summarize or max_input_tokens, not both")
+    return read
 
 
 def input_bound(trim_tokens_to_summarize: object) -> InputBound:
@@ -199,15 +204,12 @@ def summary_writer(
         ConfigurationError: Either is not what it may be.
     """
     if summarizer is None:
-        if chat_model is not None:
-            return _chat_summarizer(chat_model, on_truncated, max_tokens_kwarg)
-        if not callable(model):
-            raise ConfigurationError(
-                "model must be a chat model, a model string such as 'openai:gpt-4o-mini', or "
-                f"a slimcache summarizer (messages, context) -> str; got {model!r}"
-            )
-        check_summarizer(model)
-        return model
+        return summarizer_for(
+            chat_model or model,
+            BaseChatModel,
+            lambda chat: _chat_summarizer(chat, on_truncated, max_tokens_kwarg),
+            what="a chat model, a model string such as 'openai:gpt-4o-mini'",
+        )
     if chat_model is None:
         raise ConfigurationError(
             "with summarizer=, model is the chat model whose context window is managed (a chat "

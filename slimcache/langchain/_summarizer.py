@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
+from slimcache.core.settings.compressor import DEFAULTS
 from slimcache.core.summarizer import (
     Prompts,
     Summarizer,
@@ -18,14 +19,9 @@ from slimcache.core.summarizer import (
     _summarizer_executor,
     call_summarizer,
 )
-from slimcache.core.truncation import (
-    OnTruncated,
-    Reply,
-    ReplyLimit,
-    check_on_truncated,
-    summarize_within_budget,
-)
+from slimcache.core.truncation import OnTruncated, Reply, ReplyLimit
 from slimcache.frameworks.providers import provider_name
+from slimcache.frameworks.summarizers import ModelSummarizer
 from slimcache.langchain._convert import from_langchain, require_langchain, to_langchain
 from slimcache.messages import Message, TokenCounter
 from slimcache.recipes.cached_summarizer import CachedSummarizer
@@ -111,7 +107,7 @@ def check_max_tokens_kwarg(value: object) -> str | None:
     return str(value)
 
 
-class LangChainSummarizer:
+class LangChainSummarizer(ModelSummarizer):
     """Makes a LangChain chat model (or any runnable taking messages) a slimcache summarizer.
 
     Each call sends ``to_langchain(context.to_chat(messages))`` (a ``SystemMessage`` with the
@@ -182,40 +178,24 @@ class LangChainSummarizer:
         default = f"langchain:{type(model).__name__}"
         if isinstance(model_name, str) and model_name:
             default = f"{default}:{model_name}"
-        self.name = name or default
-        # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
-        self.__qualname__ = self.name
         self.max_tokens_kwarg = check_max_tokens_kwarg(max_tokens_kwarg)
-        self.on_truncated = check_on_truncated(on_truncated)
+        super().__init__(name or default, on_truncated)
         self.provider = _provider(model)
 
-    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
-        """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
-
-        Raises:
-            SummarizerError: The reply has no text, or it is cut at the budget even when asked
-                for a shorter summary (with ``on_truncated="raise"``).
-        """
+    async def reply(
+        self, prompt: str, messages: Sequence[Message], context: SummaryContext
+    ) -> Reply:
+        """One call of the model (``ainvoke``, or ``invoke`` on a summarizer thread)."""
         options = self._budget_options(context.max_tokens)
         if self.config is not None:
             options["config"] = self.config
-
-        async def complete(prompt: str) -> Reply:
-            sent = to_langchain(dataclasses.replace(context, prompt=prompt).to_chat(messages))
-            if self.method == "invoke":
-                reply = await _on_summarizer_thread(self.model.invoke, sent, **options)
-            else:
-                reply = await self.model.ainvoke(sent, **options)
-            cut, reason = _stop_reason(reply)
-            return Reply(_reply_text(reply), cut, reason)
-
-        return await summarize_within_budget(
-            complete,
-            context,
-            on_truncated=self.on_truncated,
-            name=self.name,
-            limit=self._limit(context.max_tokens),
-        )
+        sent = to_langchain(dataclasses.replace(context, prompt=prompt).to_chat(messages))
+        if self.method == "invoke":
+            reply = await _on_summarizer_thread(self.model.invoke, sent, **options)
+        else:
+            reply = await self.model.ainvoke(sent, **options)
+        cut, reason = _stop_reason(reply)
+        return Reply(_reply_text(reply), cut, reason)
 
     def _budget_options(self, max_tokens: int) -> dict[str, Any]:
         """The keyword that carries the budget to the model, if one is set."""
@@ -227,7 +207,7 @@ class LangChainSummarizer:
         own = getattr(self.model, keyword, None)
         return {keyword: {**(own if isinstance(own, Mapping) else {}), field: max_tokens}}
 
-    def _limit(self, max_tokens: int) -> ReplyLimit:
+    def limit(self, max_tokens: int) -> ReplyLimit:
         """What cuts a reply: the budget this summarizer sends, or the model's own limit."""
         if self.max_tokens_kwarg is not None:
             return ReplyLimit.budget(max_tokens)
@@ -273,7 +253,7 @@ async def _on_summarizer_thread(call: Callable[..., Any], *args: Any, **options:
 def as_langchain_summarizer(
     summarizer: Summarizer | CachedSummarizer,
     *,
-    max_summary_tokens: int = 1000,
+    max_summary_tokens: int = DEFAULTS.max_summary_tokens,
     prompts: Prompts | None = None,
 ) -> Runnable[list[AnyMessage], str]:
     """Make a slimcache summarizer LangChain's ``SummarizationMiddleware(summarizer=...)``.

@@ -62,15 +62,4 @@ _LAZY = {
     "CachedSummarySession": "slimcache.openai_agents._session",
 }
 
-if not _typing.TYPE_CHECKING:
-    __getattr__ = _lazy_exports(
-        __name__,
-        globals(),
-        _LAZY,
-        packages=("agents", "openai"),
-        needs="the OpenAI Agents SDK",
-        extra="openai-agents",
-    )
-
-    def __dir__() -> list[str]:
-        return sorted([*globals(), *__all__])
+_lazy_exports(__name__, globals(), _LAZY)

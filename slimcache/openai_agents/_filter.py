@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Any
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 
-from slimcache.core.results import Stats
 from slimcache.core.summarizer import Summarizer
-from slimcache.frameworks.settings import SettingsSignature, settings_from
+from slimcache.frameworks.settings import SettingsSignature
 from slimcache.frameworks.threads import ThreadIds
 from slimcache.openai_agents._compressing import ItemCompression
 from slimcache.openai_agents._settings import OpenAIAgentsOptions, OpenAIAgentsSettings
@@ -25,7 +24,7 @@ __all__ = ["CachedSummarizationFilter"]
 ThreadId = str | Callable[[CallModelData[Any]], "str | None"] | None
 
 
-class CachedSummarizationFilter:
+class CachedSummarizationFilter(ItemCompression):
     """Summarizes what an Agents SDK run's model receives, with the summaries cached in your
     store.
 
@@ -46,17 +45,19 @@ class CachedSummarizationFilter:
             ``CallModelData`` (its ``context`` holds your run context). Without one nothing is
             cached.
         **options: The settings, by keyword (``trigger=("messages", 50)``,
-            ``namespace="app"``, ...), each documented with its default in
-            :class:`~slimcache.openai_agents.OpenAIAgentsSettings`: those every agent
-            integration takes, and ``context_window``, which a fraction in ``trigger``,
-            ``keep`` or ``ceiling`` needs.
+            ``namespace="app"``, ``lease_ttl=3.0``, ...): those documented in
+            :class:`~slimcache.openai_agents.OpenAIAgentsSettings` (every agent integration's,
+            and ``context_window``, which a fraction in ``trigger``, ``keep`` or ``ceiling``
+            needs), and every setting of :class:`~slimcache.SummarizeCompressor` it passes
+            on, with the compressor's meaning and default.
 
     A message count counts the messages as slimcache sees them: one per user, system or
     developer message and per tool output, and one per model turn (its messages, calls and
     reasoning together).
 
     Raises:
-        ConfigurationError: For any invalid argument, before the store is opened.
+        ConfigurationError: For any invalid argument (a fraction without ``context_window``
+            among them), before the store is opened.
         TypeError: A keyword that is not one of its arguments.
         MissingExtraError: ``openai-agents`` is not installed (on import).
     """
@@ -69,32 +70,13 @@ class CachedSummarizationFilter:
         thread_id: ThreadId = None,
         **options: Unpack[OpenAIAgentsOptions],
     ) -> None:
-        settings = settings_from(OpenAIAgentsSettings, "CachedSummarizationFilter", options)
-        self._items = ItemCompression(model, store, settings)
+        self._start("CachedSummarizationFilter", model, store, options)
         self._threads: ThreadIds[CallModelData[Any]] = ThreadIds(
             thread_id, owner="CachedSummarizationFilter", context="CallModelData"
         )
 
     # inspect.signature() and help() list each setting as a keyword, with its default.
     __signature__ = SettingsSignature(OpenAIAgentsSettings)
-
-    @property
-    def store(self) -> Store:
-        """The store the summaries are kept in."""
-        return self._items.compression.store
-
-    @property
-    def stats(self) -> Stats:
-        """The counters: requests, cache hits, summarizer calls, tokens saved."""
-        return self._items.stats
-
-    def close(self) -> None:
-        """Close the store when it was given as a URL."""
-        self._items.compression.close()
-
-    async def aclose(self) -> None:
-        """:meth:`close`, from async code."""
-        await self._items.compression.aclose()
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         """The model input with the older items summarized (from the cache when it can).
@@ -105,5 +87,5 @@ class CachedSummarizationFilter:
             SummarizerError: The summarizer failed (with ``on_summarizer_error="raise"``).
         """
         given = data.model_data
-        items = await self._items.compress(given.input, self._threads.of(data))
+        items = await self._compress_items(given.input, self._threads.of(data))
         return ModelInputData(input=items, instructions=given.instructions)

@@ -9,9 +9,8 @@ from agents.memory.session_settings import SessionSettings
 from agents.models.interface import Model
 
 from slimcache._exceptions import ConfigurationError
-from slimcache.core.results import Stats
 from slimcache.core.summarizer import Summarizer
-from slimcache.frameworks.settings import SettingsSignature, settings_from
+from slimcache.frameworks.settings import SettingsSignature
 from slimcache.openai_agents._compressing import ItemCompression
 from slimcache.openai_agents._settings import OpenAIAgentsOptions, OpenAIAgentsSettings
 from slimcache.stores import Store
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["CachedSummarySession"]
 
 
-class CachedSummarySession:
+class CachedSummarySession(ItemCompression):
     """Wraps an Agents SDK ``Session`` so that a run reads the cached summary and the recent items.
 
     Give it to ``Runner.run(agent, input, session=...)`` in place of the session it wraps
@@ -32,7 +31,7 @@ class CachedSummarySession:
     the session's id. Everything else (``add_items``, ``pop_item``, ``clear_session``, a
     ``get_items(limit)``) goes to the wrapped session as it is: the stored history is never
     rewritten, and works with any model the SDK can call. ``session_settings`` are the wrapped
-    session's.
+    session's; :meth:`close` closes the store it opened, not the wrapped session.
 
     Args:
         session: The session to wrap.
@@ -58,12 +57,11 @@ class CachedSummarySession:
         thread_id: str | None = None,
         **options: Unpack[OpenAIAgentsOptions],
     ) -> None:
-        settings = settings_from(OpenAIAgentsSettings, "CachedSummarySession", options)
         if not isinstance(session, Session):
             raise ConfigurationError(f"session must be an Agents SDK Session, got {session!r}")
         if thread_id is not None and not isinstance(thread_id, str):
             raise ConfigurationError(f"thread_id must be a string, got {thread_id!r}")
-        self._items = ItemCompression(model, store, settings)
+        self._start("CachedSummarySession", model, store, options)
         self.session = session
         self.session_id: str = session.session_id
         self.session_settings: SessionSettings | None = getattr(session, "session_settings", None)
@@ -72,23 +70,13 @@ class CachedSummarySession:
     # inspect.signature() and help() list each setting as a keyword, with its default.
     __signature__ = SettingsSignature(OpenAIAgentsSettings)
 
-    @property
-    def store(self) -> Store:
-        """The store the summaries are kept in."""
-        return self._items.compression.store
-
-    @property
-    def stats(self) -> Stats:
-        """The counters: requests, cache hits, summarizer calls, tokens saved."""
-        return self._items.stats
-
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The session's items, the older ones summarized (``limit``: the wrapped session's
         last ``limit`` items, as they are)."""
         items = await self.session.get_items(limit)
         if limit is not None:
             return items
-        return await self._items.compress(items, self._thread_id)
+        return await self._compress_items(items, self._thread_id)
 
     async def add_items(self, items: list[Any]) -> None:
         """Add ``items`` to the wrapped session."""
@@ -101,11 +89,3 @@ class CachedSummarySession:
     async def clear_session(self) -> None:
         """Clear the wrapped session (the cached summaries stay until their TTL or a clear)."""
         await self.session.clear_session()
-
-    def close(self) -> None:
-        """Close the store when it was given as a URL (not the wrapped session)."""
-        self._items.compression.close()
-
-    async def aclose(self) -> None:
-        """:meth:`close`, from async code."""
-        await self._items.compression.aclose()

@@ -13,14 +13,10 @@ from agents.models.openai_responses import OpenAIResponsesModel
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.summarizer import SummaryContext
-from slimcache.core.truncation import (
-    OnTruncated,
-    Reply,
-    check_on_truncated,
-    summarize_within_budget,
-)
+from slimcache.core.truncation import OnTruncated, Reply
 from slimcache.frameworks.caller_loop import on_caller_loop
 from slimcache.frameworks.providers import provider_name
+from slimcache.frameworks.summarizers import ModelSummarizer
 from slimcache.messages import Message
 
 __all__ = ["AgentsSummarizer"]
@@ -64,7 +60,7 @@ def _reply(response: Any, max_tokens: int) -> Reply:
     return Reply(text, False, "stopped within its budget")
 
 
-class AgentsSummarizer:
+class AgentsSummarizer(ModelSummarizer):
     """Makes a model the OpenAI Agents SDK can call a slimcache summarizer.
 
     Each call is one ``model.get_response``: the task's prompt as the system instructions and
@@ -108,42 +104,32 @@ class AgentsSummarizer:
                 f"model must be an Agents SDK Model or a model name, got {model!r}"
             )
         self.model = model
-        self.name = name or f"openai-agents:{getattr(model, 'model', None) or label}"
-        # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
-        self.__qualname__ = self.name
-        self.on_truncated = check_on_truncated(on_truncated)
+        super().__init__(
+            name or f"openai-agents:{getattr(model, 'model', None) or label}", on_truncated
+        )
         self.provider = _provider(model)
 
-    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
-        """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
-
-        Raises:
-            SummarizerError: The reply has no text, or it is still cut (with
-                ``on_truncated="raise"``).
-        """
+    async def reply(
+        self, prompt: str, messages: Sequence[Message], context: SummaryContext
+    ) -> Reply:
+        """One ``get_response``, on the run's event loop."""
         body = str(context.to_chat(messages)[1]["content"])
 
-        async def complete(prompt: str) -> Reply:
-            async def ask() -> Any:
-                return await self.model.get_response(
-                    prompt,
-                    [{"role": "user", "content": body}],
-                    ModelSettings(max_tokens=context.max_tokens),
-                    [],
-                    None,
-                    [],
-                    ModelTracing.DISABLED,
-                    previous_response_id=None,
-                    conversation_id=None,
-                    prompt=None,
-                )
+        async def ask() -> Any:
+            return await self.model.get_response(
+                prompt,
+                [{"role": "user", "content": body}],
+                ModelSettings(max_tokens=context.max_tokens),
+                [],
+                None,
+                [],
+                ModelTracing.DISABLED,
+                previous_response_id=None,
+                conversation_id=None,
+                prompt=None,
+            )
 
-            response = await on_caller_loop(ask)
-            return _reply(response, context.max_tokens)
-
-        return await summarize_within_budget(
-            complete, context, on_truncated=self.on_truncated, name=self.name
-        )
+        return _reply(await on_caller_loop(ask), context.max_tokens)
 
     def __repr__(self) -> str:
         return f"AgentsSummarizer({self.model!r})"

@@ -46,15 +46,4 @@ _LAZY = {
     "PydanticAISummarizer": "slimcache.pydantic_ai._summarizer",
 }
 
-if not _typing.TYPE_CHECKING:
-    __getattr__ = _lazy_exports(
-        __name__,
-        globals(),
-        _LAZY,
-        packages=("pydantic_ai",),
-        needs="Pydantic AI 2",
-        extra="pydantic-ai",
-    )
-
-    def __dir__() -> list[str]:
-        return sorted([*globals(), *__all__])
+_lazy_exports(__name__, globals(), _LAZY)

@@ -6,6 +6,7 @@ Imported on first use by :mod:`slimcache.pydantic_ai`, as it subclasses Pydantic
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -14,18 +15,15 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.tools import RunContext
 
-from slimcache._exceptions import ConfigurationError
-from slimcache.core.results import Stats
-from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.summarizer import Summarizer
-from slimcache.core.truncation import OnTruncated
-from slimcache.frameworks.compression import AgentCompression, summarized
+from slimcache.frameworks.compression import AgentCompression, CompressionOwner, summarized
 from slimcache.frameworks.settings import (
     AgentOptions,
     AgentSettings,
     SettingsSignature,
     settings_from,
 )
+from slimcache.frameworks.summarizers import summarizer_for
 from slimcache.frameworks.threads import ThreadIds
 from slimcache.pydantic_ai._convert import from_pydantic_ai, window
 from slimcache.pydantic_ai._summarizer import PydanticAISummarizer
@@ -39,8 +37,11 @@ __all__ = ["CachedSummarization"]
 
 ThreadId = str | Callable[[RunContext[Any]], "str | None"] | None
 
+# What model may be besides a slimcache summarizer, as an error names it.
+_MODELS = "a Pydantic AI model, a model name such as 'openai:gpt-4o-mini'"
 
-class CachedSummarization(AbstractCapability[Any]):
+
+class CachedSummarization(CompressionOwner, AbstractCapability[Any]):
     """Summarizes what a Pydantic AI agent's model receives, with the summaries cached in your
     store.
 
@@ -68,10 +69,11 @@ class CachedSummarization(AbstractCapability[Any]):
         thread_id: The thread the summaries are kept under: a string, or a function of the
             ``RunContext``; by default the run's ``conversation_id``.
         **options: The settings, by keyword (``trigger=("messages", 50)``,
-            ``namespace="app"``, ...), each documented with its default in
-            :class:`~slimcache.pydantic_ai.AgentSettings`, those every agent integration
-            takes. A fraction in ``trigger``, ``keep`` or ``ceiling`` is
-            of the model's context window, as the model gives it.
+            ``namespace="app"``, ``lease_ttl=3.0``, ...): those every agent integration takes,
+            documented in :class:`~slimcache.pydantic_ai.AgentSettings`, and every setting of
+            :class:`~slimcache.SummarizeCompressor` it passes on, with the compressor's meaning
+            and default. A fraction in ``trigger``, ``keep`` or ``ceiling`` is of the model's
+            context window, as the model gives it.
 
     A message count counts the messages as slimcache sees them: one per part of a request (a
     system prompt, a user prompt, a tool return) and one per response.
@@ -93,9 +95,9 @@ class CachedSummarization(AbstractCapability[Any]):
         settings = settings_from(AgentSettings, "CachedSummarization", options)
         self._model = model if isinstance(model, Model) else None
         self._settings = settings
-        self._compression = AgentCompression(
-            _summarizer(model, settings.on_truncated), store, settings
-        )
+        make = functools.partial(PydanticAISummarizer, on_truncated=settings.on_truncated)
+        summarizer = summarizer_for(model, Model, make, what=_MODELS)
+        self._compression = AgentCompression(summarizer, store, settings)
         self._threads: ThreadIds[RunContext[Any]] = ThreadIds(
             thread_id,
             owner="CachedSummarization",
@@ -109,24 +111,6 @@ class CachedSummarization(AbstractCapability[Any]):
     __signature__ = SettingsSignature(AgentSettings)
 
     # ------------------------------------------------------------------ public
-
-    @property
-    def store(self) -> Store:
-        """The store the summaries are kept in."""
-        return self._compression.store
-
-    @property
-    def stats(self) -> Stats:
-        """The counters: requests, cache hits, summarizer calls, tokens saved."""
-        return self._compression.stats
-
-    def close(self) -> None:
-        """Close the store when it was given as a URL."""
-        self._compression.close()
-
-    async def aclose(self) -> None:
-        """:meth:`close`, from async code."""
-        await self._compression.aclose()
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
@@ -180,18 +164,6 @@ class CachedSummarization(AbstractCapability[Any]):
 
 def _conversation_id(ctx: RunContext[Any]) -> object:
     return getattr(ctx, "conversation_id", None)
-
-
-def _summarizer(model: object, on_truncated: OnTruncated) -> Summarizer:
-    if isinstance(model, (Model, str)):
-        return PydanticAISummarizer(model, on_truncated=on_truncated)
-    if not callable(model):
-        raise ConfigurationError(
-            "model must be a Pydantic AI model, a model name such as 'openai:gpt-4o-mini', or "
-            f"a slimcache summarizer (messages, context) -> str; got {model!r}"
-        )
-    check_summarizer(model)
-    return model
 
 
 def _context_window(model: object) -> int | None:

@@ -11,19 +11,15 @@ from pydantic_ai.models import Model, infer_model
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.summarizer import SummaryContext
-from slimcache.core.truncation import (
-    OnTruncated,
-    Reply,
-    check_on_truncated,
-    summarize_within_budget,
-)
+from slimcache.core.truncation import OnTruncated, Reply
 from slimcache.frameworks.caller_loop import on_caller_loop
+from slimcache.frameworks.summarizers import ModelSummarizer
 from slimcache.messages import Message
 
 __all__ = ["PydanticAISummarizer"]
 
 
-class PydanticAISummarizer:
+class PydanticAISummarizer(ModelSummarizer):
     """Makes a Pydantic AI model (or a model name such as ``"openai:gpt-4o-mini"``) a slimcache
     summarizer.
 
@@ -61,32 +57,20 @@ class PydanticAISummarizer:
                 f"model must be a Pydantic AI Model or model name, got {model!r}"
             )
         self.model = model
-        self.name = name or f"pydantic-ai:{model.model_name}"
-        # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
-        self.__qualname__ = self.name
-        self.on_truncated = check_on_truncated(on_truncated)
+        super().__init__(name or f"pydantic-ai:{model.model_name}", on_truncated)
 
-    async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
-        """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
-
-        Raises:
-            SummarizerError: The reply has no text, or it is cut at the budget even when asked
-                for a shorter summary (with ``on_truncated="raise"``).
-        """
+    async def reply(
+        self, prompt: str, messages: Sequence[Message], context: SummaryContext
+    ) -> Reply:
+        """One request through ``model_request``, on the agent's event loop."""
         body = context.to_chat(messages)[1]["content"]
-
-        async def complete(prompt: str) -> Reply:
-            request = ModelRequest(parts=[SystemPromptPart(prompt), UserPromptPart(body)])
-            settings: Any = {"max_tokens": context.max_tokens}
-            reply: ModelResponse = await on_caller_loop(
-                lambda: model_request(self.model, [request], model_settings=settings)
-            )
-            reason = getattr(reply, "finish_reason", None)
-            return Reply(reply.text or "", reason == "length", f"finish_reason={reason!r}")
-
-        return await summarize_within_budget(
-            complete, context, on_truncated=self.on_truncated, name=self.name
+        request = ModelRequest(parts=[SystemPromptPart(prompt), UserPromptPart(body)])
+        settings: Any = {"max_tokens": context.max_tokens}
+        reply: ModelResponse = await on_caller_loop(
+            lambda: model_request(self.model, [request], model_settings=settings)
         )
+        reason = getattr(reply, "finish_reason", None)
+        return Reply(reply.text or "", reason == "length", f"finish_reason={reason!r}")
 
     def __repr__(self) -> str:
         return f"PydanticAISummarizer({self.model!r})"

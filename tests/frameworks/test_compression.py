@@ -1,8 +1,11 @@
-"""The integrations' shared compression: its counters, taken over every compressor it built."""
+"""The integrations' shared compression: its counters, taken over every compressor it built and
+what its fallback served, awaited or blocking."""
 
 from __future__ import annotations
 
-from slimcache import Stats
+import pytest
+
+from slimcache import Stats, SummarizerError
 from slimcache.frameworks.compression import AgentCompression
 from slimcache.frameworks.settings import AgentSettings
 from slimcache.stores import MemoryStore
@@ -25,8 +28,8 @@ async def test_agent_compression_stats_keep_the_largest_lag_across_context_sizes
     settings = AgentSettings(
         trigger=("messages", 10),
         keep=("messages", 4),
-        refresh="background",
         ceiling=("fraction", 0.5),
+        compressor={"refresh": "background"},
     )
     compression = AgentCompression(RecordingSummarizer(), MemoryStore(), settings)
     await compression.compress(chat(20, system=None), "a", context_size=1_000_000)
@@ -34,3 +37,49 @@ async def test_agent_compression_stats_keep_the_largest_lag_across_context_sizes
     assert drain(timeout=30)  # the background refreshes, on slimcache's loop
     stats = compression.stats
     assert (stats.stale_served, stats.stale_messages, stats.max_stale_messages) == (2, 42, 26)
+
+
+def settings(**given: object) -> AgentSettings:
+    sizes = {"trigger": ("messages", 6), "keep": ("messages", 2)}
+    return AgentSettings(**{**sizes, **given})  # type: ignore[arg-type]
+
+
+async def test_stats_count_what_the_fallback_served_and_its_requests_once() -> None:
+    summarizer = RecordingSummarizer()
+    compression = AgentCompression(summarizer, MemoryStore(), settings())
+    await compression.compress(chat(8, system=None), "t")
+    summarizer.fail_with = SummarizerError("the model went away")
+    served = await compression.compress(chat(12, system=None), "t")
+    assert served.summary_range is not None  # the first summary, and every message after it
+    stats = compression.stats
+    assert (stats.requests, stats.summarizer_errors, stats.cache_hits) == (2, 1, 1)
+
+
+async def test_a_compression_that_raises_counts_no_fallback() -> None:
+    summarizer = RecordingSummarizer(fail_with=SummarizerError("down"))
+    compression = AgentCompression(summarizer, MemoryStore(), settings(on_summarizer_error="raise"))
+    with pytest.raises(SummarizerError, match="down"):
+        await compression.compress(chat(8, system=None), "t")
+    stats = compression.stats
+    assert (stats.requests, stats.summarizer_errors, stats.cache_hits) == (1, 1, 0)
+
+
+def test_the_blocking_form_compresses_as_the_awaited_one_does() -> None:
+    summarizer = RecordingSummarizer()
+    compression = AgentCompression(summarizer, MemoryStore(), settings())
+    first = compression.compress_blocking(chat(8, system=None), "t")
+    again = compression.compress_blocking(chat(8, system=None), "t")
+    assert first.messages == again.messages
+    assert first.summary_range == (0, 5)
+    assert len(summarizer.calls) == 1
+    assert (compression.stats.requests, compression.stats.cache_hits) == (2, 1)
+
+
+def test_no_trigger_never_summarizes_and_serves_what_is_cached() -> None:
+    store = MemoryStore()
+    summarizer = RecordingSummarizer()
+    AgentCompression(summarizer, store, settings()).compress_blocking(chat(8, system=None), "t")
+    never = AgentCompression(summarizer, store, settings(trigger=None))
+    served = never.compress_blocking(chat(20, system=None), "t")
+    assert served.summary_range == (0, 5)
+    assert len(summarizer.calls) == 1

@@ -1,5 +1,6 @@
 """The settings every agent integration takes: one object, typed once, shown in each
-integration's signature, reaching the compressor each builds, refused by name before any write.
+integration's signature, reaching the compressor each builds, refused by name before any write;
+every setting of the compressor among them, by its keyword, on each of the four integrations.
 
 Each integration is built here as an application builds it, with a memory store or a counting
 one; what a setting changed is read from the compressor the integration built.
@@ -7,6 +8,7 @@ one; what a setting changed is read from the compressor the integration built.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import typing
@@ -17,14 +19,24 @@ import pytest
 from agents import Agent, SQLiteSession
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.run_config import CallModelData, ModelInputData
+from langchain.agents import create_agent
 from openai import AsyncOpenAI
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.test import TestModel
 
-from slimcache import ConfigurationError, KeepMessages, MemoryStore, Prompts, SummarizeCompressor
+from slimcache import (
+    ConfigurationError,
+    KeepMessages,
+    MemoryStore,
+    Prompts,
+    SummarizeCompressor,
+    SummarizerError,
+)
+from slimcache.core.settings.compressor import DEFAULTS, SharedOptions
 from slimcache.frameworks.compression import AgentCompression
-from slimcache.frameworks.settings import AgentOptions, AgentSettings
+from slimcache.frameworks.settings import AgentOptions, AgentSettings, setting_names
 from slimcache.frameworks.sizes import Reaches
+from slimcache.langchain import CachedSummarizationMiddleware
 from slimcache.openai_agents import (
     CachedSummarizationFilter,
     CachedSummarySession,
@@ -34,6 +46,7 @@ from slimcache.openai_agents import (
 from slimcache.pydantic_ai import CachedSummarization
 from tests.core.test_settings import BAD
 from tests.fakes import CountingStore, RecordingSummarizer
+from tests.langchain.test_middleware import answers, config
 
 Door = Callable[..., Any]
 
@@ -44,6 +57,12 @@ DOORS: dict[Door, tuple[type[AgentSettings], list[str]]] = {
     CachedSummarySession: (OpenAIAgentsSettings, ["session", "model", "store", "thread_id"]),
 }
 DOOR_IDS = [door.__name__ for door in DOORS]
+
+# Every integration, LangChain's middleware among them.
+ALL_DOORS: list[Door] = [CachedSummarizationMiddleware, *DOORS]
+ALL_IDS = [door.__name__ for door in ALL_DOORS]
+
+SHARED = list(typing.get_type_hints(SharedOptions))
 
 
 @pytest.fixture
@@ -75,9 +94,7 @@ def build(door: Door, store: Any, session: SQLiteSession, **options: Any) -> Any
 
 
 def compression_of(integration: Any) -> AgentCompression:
-    if isinstance(integration, CachedSummarization):
-        return integration._compression
-    return cast(AgentCompression, integration._items.compression)
+    return cast(AgentCompression, integration._compression)
 
 
 def compressor_of(integration: Any) -> SummarizeCompressor:
@@ -101,8 +118,9 @@ def compressor_of(integration: Any) -> SummarizeCompressor:
 def test_the_options_are_the_settings_with_their_types(options: type, settings: type) -> None:
     typed = typing.get_type_hints(options)
     declared = typing.get_type_hints(settings)
-    assert list(typed) == [field.name for field in dataclasses.fields(settings)]
-    assert typed == declared
+    del declared["compressor"]
+    assert sorted(typed) == sorted(setting_names(settings))
+    assert typed == {**declared, **typing.get_type_hints(SharedOptions)}
 
 
 def test_each_integration_adds_to_the_shared_settings_only_its_own() -> None:
@@ -117,14 +135,24 @@ def test_each_integration_adds_to_the_shared_settings_only_its_own() -> None:
 def test_the_signature_shows_every_setting_with_its_default(door: Door) -> None:
     kind, own = DOORS[door]
     shown = inspect.signature(door).parameters
-    settings = dataclasses.fields(kind)
-    assert list(shown) == [*own, *(field.name for field in settings)]
-    for field in settings:
-        assert shown[field.name].kind is inspect.Parameter.KEYWORD_ONLY, field.name
-        assert shown[field.name].default is field.default, field.name
-    assert f"max_summary_tokens: 'int' = {AgentSettings.max_summary_tokens}" in str(
+    assert list(shown) == [*own, *setting_names(kind)]
+    defaults = {field.name: field.default for field in dataclasses.fields(kind)}
+    for name in setting_names(kind):
+        assert shown[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+        default = getattr(DEFAULTS, name) if name in SHARED else defaults[name]
+        assert shown[name].default is default, name
+    assert f"max_summary_tokens: 'int' = {DEFAULTS.max_summary_tokens}" in str(
         inspect.signature(door)
     )
+    assert f"lease_ttl: 'float' = {DEFAULTS.lease_ttl}" in str(inspect.signature(door))
+
+
+def test_the_middleware_shows_langchains_keywords_then_every_other_setting() -> None:
+    shown = list(inspect.signature(CachedSummarizationMiddleware).parameters)
+    langchain = ["model", "store", "trigger", "keep", "token_counter", "summary_prompt"]
+    assert shown[: len(langchain)] == langchain
+    assert set(setting_names(AgentSettings)) <= set(shown)
+    assert len(shown) == len(set(shown))
 
 
 def test_an_instance_called_by_its_framework_shows_the_signature_of_its_call(
@@ -170,6 +198,46 @@ def count_words(text: str) -> int:
 PROMPTS = Prompts(summarize="Sum up in {max_tokens}.", extend="Extend in {max_tokens}.")
 BACKGROUND = {"refresh": "background", "ceiling": ("messages", 80)}
 
+
+def hook(*args: Any) -> None:
+    """A hook of any event."""
+
+
+# Each compressor setting given a value other than its default (with what it needs beside it):
+# the compressor an integration builds holds it.
+SHARED_VALUES: dict[str, tuple[Any, dict[str, Any]]] = {
+    "strategy": ("concat", {}),
+    "max_summary_tokens": (321, {}),
+    "max_input_tokens": (9000, {}),
+    "prompts": (PROMPTS, {}),
+    "token_counter": (count_words, {}),
+    "message_overhead": (7, {}),
+    "summary_template": ("Before ({start}-{end}): {summary}", {}),
+    "namespace": ("app", {}),
+    "ttl": (60.0, {}),
+    "checkpoints": (8, {}),
+    "summarizer_timeout": (5.0, {}),
+    "on_store_error": ("bypass", {}),
+    "on_over_budget": ("raise", {}),
+    "summarizer_id": ("mine", {}),
+    "reuse_entries": ("any", {}),
+    "lock_wait": (3.0, {}),
+    "lease_ttl": (3.0, {}),
+    "single_writer": (True, {}),
+    "store_timeout": (2.0, {}),
+    "fingerprint": ("id", {}),
+    "refresh": ("background", {"ceiling": ("messages", 80)}),
+    "on_evict": (hook, {}),
+    "on_compress": (hook, {}),
+    "on_cache_hit": (hook, {}),
+    "on_error": (hook, {}),
+}
+
+
+def holds(name: str, value: Any) -> Check:
+    return lambda _, compressor: bool(getattr(compressor._settings, name) == value)
+
+
 # A setting given a value other than its default, and what shows it reached its use.
 Check = Callable[[Any, SummarizeCompressor], bool]
 REACHES: dict[str, tuple[dict[str, Any], Check]] = {
@@ -178,39 +246,15 @@ REACHES: dict[str, tuple[dict[str, Any], Check]] = {
         lambda _, c: c._derived.trigger == Reaches("messages", 30),
     ),
     "keep": ({"keep": ("messages", 7)}, lambda _, c: c._derived.keep == KeepMessages(7)),
-    "token_counter": (
-        {"token_counter": count_words},
-        lambda _, c: c._settings.token_counter is count_words,
-    ),
-    "max_summary_tokens": (
-        {"max_summary_tokens": 321},
-        lambda _, c: c._settings.max_summary_tokens == 321,
-    ),
-    "prompts": ({"prompts": PROMPTS}, lambda _, c: c._derived.prompts == PROMPTS),
-    "summary_template": (
-        {"summary_template": "Before ({start}-{end}): {summary}"},
-        lambda _, c: c._settings.summary_template == "Before ({start}-{end}): {summary}",
-    ),
     "summary_placement": (
         {"summary_placement": "user"},
         lambda i, _: compression_of(i).settings.summary_placement == "user",
     ),
-    "namespace": ({"namespace": "app"}, lambda _, c: c._settings.namespace == "app"),
-    "ttl": ({"ttl": 60}, lambda _, c: c._settings.ttl == 60.0),
     "on_summarizer_error": (
         {"on_summarizer_error": "uncompressed"},
         lambda _, c: c._settings.on_summarizer_error == "uncompressed",
     ),
-    "refresh": (BACKGROUND, lambda _, c: c._settings.refresh == "background"),
     "ceiling": (BACKGROUND, lambda _, c: c._derived.ceiling == Reaches("messages", 80)),
-    "on_store_error": (
-        {"on_store_error": "bypass"},
-        lambda _, c: c._settings.on_store_error == "bypass",
-    ),
-    "on_over_budget": (
-        {"on_over_budget": "raise"},
-        lambda _, c: c._settings.on_over_budget == "raise",
-    ),
     "on_truncated": (
         {"on_truncated": "raise", "model": FRAMEWORK_MODEL},
         lambda _, c: getattr(c._settings.summarizer, "on_truncated", None) == "raise",
@@ -219,18 +263,23 @@ REACHES: dict[str, tuple[dict[str, Any], Check]] = {
         {"context_window": 8000, "trigger": ("fraction", 0.5), "keep": ("messages", 4)},
         lambda _, c: c._derived.trigger == Reaches("tokens", 4000),
     ),
+    **{
+        name: ({name: value, **beside}, holds(name, value))
+        for name, (value, beside) in SHARED_VALUES.items()
+    },
 }
 
 REACH_CASES = [
-    pytest.param(door, field.name, id=f"{door.__name__}-{field.name}")
+    pytest.param(door, name, id=f"{door.__name__}-{name}")
     for door, (kind, _) in DOORS.items()
-    for field in dataclasses.fields(kind)
+    for name in setting_names(kind)
 ]
 
 
 def test_every_setting_has_a_case_showing_it_reaches_its_use() -> None:
-    settings = {field.name for kind, _ in DOORS.values() for field in dataclasses.fields(kind)}
+    settings = {name for kind, _ in DOORS.values() for name in setting_names(kind)}
     assert settings == set(REACHES)
+    assert set(SHARED_VALUES) == set(SHARED)
 
 
 @pytest.mark.parametrize(("door", "name"), REACH_CASES)
@@ -245,6 +294,47 @@ def test_a_setting_reaches_the_compressor_its_integration_builds(
     assert reached(integration, compressor_of(integration))
     if name != "context_window":  # its default builds no compressor for a fraction
         assert not reached(default, compressor_of(default))
+
+
+@pytest.mark.parametrize("door", ALL_DOORS, ids=ALL_IDS)
+@pytest.mark.parametrize("name", SHARED)
+def test_every_compressor_setting_reaches_the_compressor_of_every_integration(
+    door: Door, name: str, session: SQLiteSession
+) -> None:
+    value, beside = SHARED_VALUES[name]
+    integration = build(door, MemoryStore(), session, **{name: value, **beside})
+    assert getattr(compressor_of(integration)._settings, name) == value
+    assert getattr(compressor_of(build(door, MemoryStore(), session))._settings, name) != value
+
+
+@pytest.mark.parametrize("door", ALL_DOORS, ids=ALL_IDS)
+def test_lease_lock_and_strategy_take_effect_as_the_compressors_own(
+    door: Door, session: SQLiteSession
+) -> None:
+    integration = build(
+        door, MemoryStore(), session, lease_ttl=3.0, lock_wait=0.5, strategy="replace"
+    )
+    derived = compressor_of(integration)._derived
+    assert (derived.settings.lease_ttl, derived.settings.lock_wait) == (3.0, 0.5)
+    assert derived.strategy.name == "replace"
+    default = compressor_of(build(door, MemoryStore(), session))._derived
+    assert (default.settings.lease_ttl, default.strategy.name) == (
+        DEFAULTS.lease_ttl,
+        DEFAULTS.strategy,
+    )
+
+
+@pytest.mark.parametrize("door", ALL_DOORS, ids=ALL_IDS)
+@pytest.mark.parametrize(
+    ("name", "value"), [("lease_ttl", -1), ("lock_wait", -1), ("strategy", "merge")]
+)
+def test_a_wrong_compressor_setting_is_refused_by_name_before_the_store_is_used(
+    door: Door, name: str, value: Any, session: SQLiteSession
+) -> None:
+    store = CountingStore()
+    with pytest.raises(ConfigurationError, match=name):
+        build(door, store, session, **{name: value})
+    assert (store.gets, store.sets, store.deletes) == (0, 0, 0)
 
 
 def pydantic_ai_history(turns: int) -> list[ModelMessage]:
@@ -273,6 +363,40 @@ async def compress_once(door: Door, integration: Any, session: SQLiteSession) ->
     else:
         await session.add_items(items(5))
         await integration.get_items()
+
+
+def serve(door: Door, integration: Any, session: SQLiteSession, turns: int) -> None:
+    """A model request with ``turns`` more turns of history, through the integration's own
+    entry: the middleware's through an agent's sync ``invoke``."""
+    if door is CachedSummarizationMiddleware:
+        asked = [*items(turns), {"role": "user", "content": "and now?"}]
+        create_agent(answers(1), middleware=[integration]).invoke({"messages": asked}, config("t"))
+    elif door is CachedSummarization:
+        asyncio.run(integration.compress(cast(Any, None), pydantic_ai_history(turns)))
+    elif door is CachedSummarizationFilter:
+        data = ModelInputData(input=items(turns), instructions=None)
+        asyncio.run(integration(CallModelData(model_data=data, agent=Agent("a"), context=None)))
+    else:
+        asyncio.run(session.add_items(items(turns)))
+        asyncio.run(integration.get_items())
+
+
+@pytest.mark.parametrize("door", ALL_DOORS, ids=ALL_IDS)
+def test_the_stats_of_every_integration_count_what_its_fallback_served(
+    door: Door, session: SQLiteSession
+) -> None:
+    summarizer = RecordingSummarizer()
+    thread = {} if door is CachedSummarizationMiddleware else {"thread_id": "t"}
+    integration = build(
+        door, MemoryStore(), session, model=summarizer, trigger=("messages", 6),
+        keep=("messages", 2), **thread,
+    )  # fmt: skip
+    serve(door, integration, session, 5)
+    summarizer.fail_with = SummarizerError("the model went away")
+    serve(door, integration, session, 10)  # served the first summary and what came after
+    stats = integration.stats
+    assert (stats.requests, stats.summarizer_errors, stats.cache_hits) == (2, 1, 1)
+    assert stats.summarizer_calls == len(summarizer.calls) == 2  # the failed one too
 
 
 @pytest.mark.parametrize("door", list(DOORS), ids=DOOR_IDS)
@@ -318,15 +442,15 @@ BAD_HERE: dict[str, list[Any]] = {
 BESIDE: dict[str, dict[str, Any]] = {"ceiling": {"refresh": "background"}}
 
 BAD_CASES = [
-    pytest.param(door, field.name, value, id=f"{door.__name__}-{field.name}-{number}")
+    pytest.param(door, name, value, id=f"{door.__name__}-{name}-{number}")
     for door, (kind, _) in DOORS.items()
-    for field in dataclasses.fields(kind)
-    for number, value in enumerate(BAD_HERE.get(field.name, BAD.get(field.name, [])))
+    for name in setting_names(kind)
+    for number, value in enumerate(BAD_HERE.get(name, BAD.get(name, [])))
 ]
 
 
 def test_every_setting_has_wrong_values() -> None:
-    settings = {field.name for kind, _ in DOORS.values() for field in dataclasses.fields(kind)}
+    settings = {name for kind, _ in DOORS.values() for name in setting_names(kind)}
     assert not [name for name in settings if not BAD_HERE.get(name, BAD.get(name))]
 
 
