@@ -3,9 +3,10 @@
 Every framework integration takes the sizes LangChain's ``SummarizationMiddleware`` made
 familiar: ``("messages", 50)``, ``("tokens", 4000)`` and ``("fraction", 0.8)`` (of the model's
 context window); a dict of sizes that must all be reached; a list of sizes and dicts of which
-any one suffices. They apply to what the model is about to receive: ``messages`` counts the
-verbatim messages, ``tokens`` every message sent (the leading system messages, the summary and
-the verbatim messages).
+any one suffices. They apply to what the model is about to receive: as a trigger, ``messages``
+counts the verbatim messages and ``tokens`` every message sent (the leading system messages, the
+summary and the verbatim messages); as a ceiling, both count every message sent, the leading
+system messages and the summary included.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ _UNITS = get_args(SizeKind)
 
 @dataclass(frozen=True)
 class Reaches:
-    """Fires when the verbatim messages, or all the tokens sent, reach ``limit``."""
+    """Fires when the messages of the window it is given, or all the tokens sent, reach
+    ``limit``: the verbatim messages as a trigger, every message sent as a ceiling."""
 
     unit: Literal["messages", "tokens"]
     limit: int
@@ -168,7 +170,8 @@ def keep_policy(keep: object, trigger: Trigger, context_size: int | None = None)
 
 def ceiling_policy(ceiling: object, trigger: Trigger, context_size: int | None = None) -> Trigger:
     """The slimcache ceiling of a background refresh for a size (``("messages", 80)``, ...),
-    checked against ``trigger``.
+    checked against ``trigger``: it bounds every message sent, the leading system messages and
+    the summary included.
 
     Raises:
         ConfigurationError: The size is malformed, or at or below a trigger of the same unit

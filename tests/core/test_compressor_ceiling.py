@@ -17,9 +17,9 @@ from slimcache import (
     SummarizeCompressor,
     SummaryContext,
     TokenThreshold,
-    count_message_tokens,
 )
 from slimcache.core.background import refreshes
+from slimcache.messages import count_message_tokens
 from slimcache.testing import StoreFactory
 from tests.core.test_compressor_background import (
     KEEP,
