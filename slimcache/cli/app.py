@@ -1,4 +1,5 @@
-"""The ``slimcache`` command: ``bench``, ``threads``, ``inspect`` and ``clear``.
+"""The ``slimcache`` command: ``bench``, ``threads``, ``inspect`` and ``clear``, and
+``slimcache --version``.
 
 typer and rich come with the ``cli`` extra (which the ``bench`` extra includes, with the dataset,
 matplotlib and the SQLite store) and are imported only when the command runs, so the library
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from slimcache._install import pip_install
-from slimcache.cli.common import DEFAULT_STORE_URL, USAGE_ERROR
+from slimcache.cli.common import DEFAULT_STORE_URL, USAGE_ERROR, installed_version
 
 if TYPE_CHECKING:
     import typer
@@ -28,6 +29,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         app = build_app()
     except ImportError:
+        if args == ["--version"]:  # needs no extra
+            _print_version()
+            return
         if args and args[0] == "bench":
             print(f"slimcache bench needs its extra: {pip_install('bench')}", file=sys.stderr)
         else:
@@ -56,6 +60,28 @@ def build_app() -> typer.Typer:
         # Plain help: each option with its metavar (no "<bool>"), defaults wrapped, never cut.
         rich_markup_mode=None,
     )
+
+    def print_version(wanted: bool) -> None:
+        if wanted:
+            _print_version()
+            raise typer.Exit()
+
+    @app.callback()
+    def options(
+        version: bool = typer.Option(
+            False,
+            "--version",
+            is_eager=True,
+            callback=print_version,
+            help="Print the installed slimcache's version and exit.",
+        ),
+    ) -> None:
+        """Options of the slimcache command itself, before the command's name."""
+
     bench.register(app)
     threads.register(app)
     return app
+
+
+def _print_version() -> None:
+    print(f"slimcache {installed_version()}")

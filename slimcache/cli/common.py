@@ -6,6 +6,7 @@ rich is imported only inside the functions that need it, so this module imports 
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 from typing import TYPE_CHECKING, NoReturn
 
@@ -23,6 +24,7 @@ __all__ = [
     "CommandError",
     "close_store",
     "fail",
+    "installed_version",
     "open_url",
     "stderr_console",
     "stdout_console",
@@ -75,6 +77,17 @@ def fail(error: CommandError) -> NoReturn:
     console.print("[bold red]error:[/]", end=" ")
     console.print(str(error), markup=False, highlight=False, soft_wrap=True)
     raise SystemExit(error.code)
+
+
+def installed_version() -> str:
+    """The version of the installed ``slimcache`` distribution, as ``slimcache --version``
+    prints it; run from a source tree that is not installed, the package's own, so marked."""
+    try:
+        return importlib.metadata.version("slimcache")
+    except importlib.metadata.PackageNotFoundError:
+        from slimcache import __version__
+
+        return f"{__version__} (not installed)"
 
 
 def open_url(url: str) -> Store:

@@ -9,6 +9,7 @@ extra) at import time.
 # run time.
 
 import asyncio
+import math
 import shlex
 import sys
 from collections.abc import Awaitable
@@ -40,7 +41,7 @@ from slimcache.stores.protocol import Store
 
 _T = TypeVar("_T")
 
-__all__ = ["clear", "inspect", "register", "threads"]
+__all__ = ["clear", "format_age", "inspect", "register", "threads"]
 
 UrlArgument = Annotated[str, typer.Argument(metavar="URL", help="Store URL.")]
 ThreadOption = Annotated[str, typer.Option(metavar="ID", help="Thread id.")]
@@ -152,7 +153,7 @@ def _range_rows(ranges: list[RangeInfo]) -> list[list[str]]:
                 "-" if info.summary_chars is None else _count(info.summary_chars),
                 "-" if info.summary_tokens is None else _count(info.summary_tokens),
                 "-" if info.covered_tokens is None else _count(info.covered_tokens),
-                "-" if age is None else _age(age),
+                "-" if age is None else format_age(age),
                 info.summarizer or "-",
                 info.strategy or "-",
                 {None: "-", True: "valid", False: "stale"}[info.valid],
@@ -161,14 +162,31 @@ def _range_rows(ranges: list[RangeInfo]) -> list[list[str]]:
     return rows
 
 
-def _age(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{seconds // 60:.0f}m {seconds % 60:.0f}s"
-    if seconds < 86400:
-        return f"{seconds // 3600:.0f}h {seconds % 3600 // 60:.0f}m"
-    return f"{seconds // 86400:.0f}d {seconds % 86400 // 3600:.0f}h"
+def format_age(seconds: float) -> str:
+    """An age as ``inspect`` shows it: its two largest units, ``"59s"``, ``"16m 0s"``,
+    ``"2h 5m"``, ``"3d 4h"``.
+
+    The age is rounded once, to the smaller unit shown, before it is split: ``959.6`` seconds
+    is ``"16m 0s"``, never ``"15m 60s"``, and ``3599.7`` is ``"1h 0m"``. Halves round up.
+
+    Args:
+        seconds: The age, zero or more.
+    """
+    whole_seconds = _round(seconds)
+    if whole_seconds < 3600:
+        minutes, secs = divmod(whole_seconds, 60)
+        return f"{minutes}m {secs}s" if minutes else f"{secs}s"
+    whole_minutes = _round(seconds / 60)
+    if whole_minutes < 24 * 60:
+        hours, minutes = divmod(whole_minutes, 60)
+        return f"{hours}h {minutes}m"
+    days, hours = divmod(_round(seconds / 3600), 24)
+    return f"{days}d {hours}h"
+
+
+def _round(value: float) -> int:
+    """``value`` to the nearest whole number, halves up (``round`` takes halves to even)."""
+    return math.floor(value + 0.5)
 
 
 async def _inspect(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from slimcache import __version__
 from slimcache._install import pip_install
 from slimcache.cli.common import DEFAULT_STORE_URL
 from tests.cli.support import invoke
@@ -24,6 +26,32 @@ def test_python_m_slimcache(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "summarizer must be 'offline', 'openai:MODEL' or 'anthropic:MODEL'" in done.stderr
+
+
+def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "slimcache", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"slimcache {importlib.metadata.version('slimcache')}\n"
+    assert done.stderr == ""
+
+
+def test_version_from_a_source_tree_says_it_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    done = invoke("--version")
+    assert done.exit_code == 0
+    assert done.stdout == f"slimcache {__version__} (not installed)\n"
 
 
 _WITHOUT = """
@@ -75,6 +103,12 @@ def test_without_typer_each_command_names_the_extra_it_needs(tmp_path: Path) -> 
     done = _run_without({"typer", "rich"}, "bench", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip() == f"slimcache bench needs its extra: {pip_install('bench')}"
+
+
+def test_version_needs_no_extra(tmp_path: Path) -> None:
+    done = _run_without({"typer", "rich"}, "--version", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"slimcache {importlib.metadata.version('slimcache')}\n"
 
 
 @pytest.mark.parametrize("command", [[], ["bench"], ["inspect"], ["clear"]])

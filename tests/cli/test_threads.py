@@ -22,6 +22,7 @@ from slimcache import (
     cached_summarizer,
     open_store,
 )
+from slimcache.cli.threads import format_age
 from slimcache.recipes.maintenance import clear_thread, list_threads, thread_ranges
 from slimcache.stores import SupportsClose, ThreadKeys
 from slimcache.testing import StoreFactory
@@ -84,6 +85,33 @@ def test_inspect_errors(tmp_path: Path) -> None:
     unknown = invoke("inspect", "memory://", "--thread", "t", "--fingerprint", "hash")
     assert unknown.exit_code == 2
     assert "--fingerprint must be content or id" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0.0, "0s"),
+        (59.4, "59s"),
+        (59.5, "1m 0s"),  # halves round up
+        (60.0, "1m 0s"),
+        (119.6, "2m 0s"),
+        (1019.6, "17m 0s"),  # never "16m 60s"
+        (3599.4, "59m 59s"),
+        (3599.7, "1h 0m"),
+        (3629.9, "1h 0m"),  # 60.5 minutes less a little
+        (3630.0, "1h 1m"),
+        (7199.9, "2h 0m"),
+        (86369.0, "23h 59m"),
+        (86370.0, "1d 0h"),  # 1439.5 minutes: one day
+        (86400.0, "1d 0h"),
+        (3 * 86400 + 4 * 3600 + 1799, "3d 4h"),
+        (3 * 86400 + 4 * 3600 + 1800, "3d 5h"),
+        (2 * 86400 - 1, "2d 0h"),
+        (400 * 86400, "400d 0h"),
+    ],
+)
+def test_an_age_is_rounded_once_then_split(seconds: float, shown: str) -> None:
+    assert format_age(seconds) == shown
 
 
 async def test_thread_ranges_and_clear_thread() -> None:

@@ -1,10 +1,12 @@
-"""What the SQL store knows of its drivers: their errors, SQLite's busy file, SQLite's pragmas.
+"""What the SQL store knows of its drivers: their errors, SQLite's busy file, SQLite's pragmas,
+aiosqlite's thread.
 
 A driver error is any of :data:`DRIVER_ERRORS` (SQLAlchemy's, sqlite3's, asyncpg's when it is
 installed, and the socket layer's). SQLite refuses a statement with ``SQLITE_BUSY`` when another
 connection holds the file's lock longer than its busy timeout; :func:`while_busy` tries such a
 call again within its time bound, and :func:`install_sqlite_pragmas` gives every new SQLite
-connection the busy timeout and WAL mode.
+connection the busy timeout and WAL mode. :func:`install_sqlite_connect` opens aiosqlite's
+connections so that one that could not be opened leaves no thread behind.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import importlib
 import importlib.util
 import sqlite3
+import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
@@ -22,7 +25,13 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["DRIVER_ERRORS", "install_sqlite_pragmas", "lock_wait_ran_out", "while_busy"]
+__all__ = [
+    "DRIVER_ERRORS",
+    "install_sqlite_connect",
+    "install_sqlite_pragmas",
+    "lock_wait_ran_out",
+    "while_busy",
+]
 
 _T = TypeVar("_T")
 
@@ -145,3 +154,57 @@ def _file_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
         connection_record.info.pop(_PRAGMAS_PENDING, None)
     finally:
         cursor.close()
+
+
+def install_sqlite_connect(engine: AsyncEngine) -> None:
+    """Open the engine's aiosqlite connections so that one that fails leaves no thread running.
+
+    aiosqlite runs each connection on a thread of its own. When the connection cannot be opened
+    (a folder that does not exist, a path that is a folder), aiosqlite raises the error and
+    asks the thread to stop without waiting for it: the thread then hands the stop's outcome to
+    the event loop. A program whose loop closes in the meantime (``asyncio.run`` returning with
+    the error) would get two ``RuntimeError: Event loop is closed`` tracebacks from that
+    thread, in some runs, besides its own message. A connect that fails here waits for the
+    thread to end before it raises.
+
+    An engine made with its own ``creator`` or ``async_creator`` opens its connections its own
+    way, and is left to it.
+    """
+    sync_engine = engine.sync_engine
+    if not event.contains(sync_engine, "do_connect", _connect_through_aiosqlite):
+        event.listen(sync_engine, "do_connect", _connect_through_aiosqlite)
+
+
+# How often a failed connect looks whether aiosqlite's thread has ended (it ends at once).
+_THREAD_POLL_SECONDS: Final = 0.001
+
+
+def _connect_through_aiosqlite(
+    dialect: Any, connection_record: Any, cargs: list[Any], cparams: dict[str, Any]
+) -> None:
+    # SQLAlchemy's aiosqlite dialect opens the connection with the function it is given here
+    # (its async_creator_fn), on the URL's arguments; returning None lets it go on.
+    cparams.setdefault("async_creator_fn", _open_aiosqlite)
+
+
+def _open_aiosqlite(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+    aiosqlite = importlib.import_module("aiosqlite")
+    connection = aiosqlite.connect(*args, **kwargs)
+    # The connection is its thread before aiosqlite 0.22, and holds it since.
+    thread = connection if isinstance(connection, threading.Thread) else connection._thread
+    thread.daemon = True  # as SQLAlchemy's own connect does: it never keeps the program alive
+    return _opened(connection, thread)
+
+
+async def _opened(connection: Any, thread: threading.Thread) -> Any:
+    """``connection`` once open; or, when it could not be opened, its error once the
+    connection's thread has handed the loop its last outcome and ended."""
+    try:
+        return await connection
+    except BaseException:
+        # A thread's end is nothing to await; a thread of the executor waiting on join() for
+        # it could itself hold up the loop's shutdown, where looking again gives way to a
+        # cancellation.
+        while thread.is_alive():  # noqa: ASYNC110
+            await asyncio.sleep(_THREAD_POLL_SECONDS)
+        raise

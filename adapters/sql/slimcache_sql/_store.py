@@ -43,7 +43,7 @@ from slimcache.stores import (
     validate_ttl,
 )
 from slimcache_sql._attempts import About, Attempts, describe_key
-from slimcache_sql._driver import install_sqlite_pragmas
+from slimcache_sql._driver import install_sqlite_connect, install_sqlite_pragmas
 from slimcache_sql._kept import KeptConnections
 from slimcache_sql._statements import (
     COUNT,
@@ -160,6 +160,7 @@ class SQLStore(CallBoundedStore):
         )
         if dialect == "sqlite":
             install_sqlite_pragmas(engine, busy)
+            install_sqlite_connect(engine)
         url = engine.url
         self._target = DatabaseTarget(
             dialect,
