@@ -126,7 +126,7 @@ def test_an_old_module_name_warns_in_a_fresh_process_and_a_new_one_does_not() ->
 @pytest.mark.parametrize(
     ("name", "home"),
     [
-        ("Timeouts", "slimcache.core.settings.groups"),
+        ("resolve_policies", "slimcache.core.settings.groups"),
         ("check_store", "slimcache.core.settings.checks"),
     ],
 )
