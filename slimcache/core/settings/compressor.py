@@ -76,6 +76,7 @@ from slimcache.core.settings.groups import (
     RefreshMode,
     ReuseEntries,
     call_hook,
+    default_trigger,
     input_limit,
     prompt_tokens,
     resolve_policies,
@@ -235,7 +236,7 @@ class CompressorSettings:
         """
         settings = self.check()
         trigger, keep = resolve_policies(settings.trigger, settings.keep)
-        strategy = resolve_strategy(settings.strategy)
+        strategy = cast("Strategy", settings.strategy)  # resolved by its check
         prompts = settings.prompts or Prompts()
         budget = settings.max_summary_tokens
         count = _counting(settings.token_counter)
@@ -318,8 +319,7 @@ def _policies(settings: CompressorSettings) -> None:
 
 def _refresh_ceiling(settings: CompressorSettings) -> None:
     """A background refresh has a ceiling, above the trigger; an inline one has none."""
-    trigger, _ = resolve_policies(settings.trigger, settings.keep)
-    check_ceiling(settings.refresh, settings.ceiling, trigger)
+    check_ceiling(settings.refresh, settings.ceiling, default_trigger(settings.trigger))
 
 
 CROSS_CHECKS: tuple[Callable[[CompressorSettings], None], ...] = (

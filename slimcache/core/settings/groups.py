@@ -38,6 +38,7 @@ __all__ = [
     "RefreshMode",
     "ReuseEntries",
     "call_hook",
+    "default_trigger",
     "input_limit",
     "prompt_tokens",
     "resolve_policies",
@@ -103,12 +104,15 @@ def resolve_policies(
     """
     check_trigger("trigger", trigger)
     check_keep(keep)
-    resolved_trigger: Trigger = (
-        trigger if trigger is not None else MessageThreshold(DEFAULT_TRIGGER)
-    )
+    resolved_trigger = default_trigger(trigger)
     resolved_keep: Keep = keep if keep is not None else KeepMessages(default_keep)
     check_hysteresis(resolved_trigger, resolved_keep)
     return resolved_trigger, resolved_keep
+
+
+def default_trigger(trigger: Trigger | None) -> Trigger:
+    """``trigger``, or the default one: more than :data:`DEFAULT_TRIGGER` messages."""
+    return trigger if trigger is not None else MessageThreshold(DEFAULT_TRIGGER)
 
 
 # ---------------------------------------------------------------------- the input bound
