@@ -5,22 +5,33 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.bench.summarizers import MeteredSummarizer
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import KeepMessages, MessageThreshold
 from slimcache.core.results import Stats
-from slimcache.core.settings.checks import check_choice
+from slimcache.core.settings.compressor import DEFAULTS, check_fields
+from slimcache.core.settings.groups import DEFAULT_KEEP, DEFAULT_TRIGGER
 from slimcache.core.strategies import STRATEGY_NAMES, StrategyName
 from slimcache.core.summarizer import OnOverBudget
 from slimcache.stores.protocol import Store
 
-__all__ = ["DEFAULT_PRICE_PER_MTOK", "BenchReport", "BenchSettings", "ModeResult"]
+__all__ = [
+    "BENCH_DEFAULTS",
+    "DEFAULT_PRICE_PER_MTOK",
+    "BenchReport",
+    "BenchSettings",
+    "ModeResult",
+]
 
 DEFAULT_PRICE_PER_MTOK = 0.15
 """Default price of summarizer input tokens, in dollars per million tokens."""
+
+
+# The compressor's default strategy, which is a shortcut name.
+_STRATEGY = cast("StrategyName", DEFAULTS.strategy)
 
 
 def _positive(name: str, value: object) -> None:
@@ -36,8 +47,9 @@ class BenchSettings:
         threshold: Compress when the verbatim window holds more than this many messages.
         keep: Messages kept verbatim after compressing (below ``threshold``).
         strategy: How a cached summary and new messages combine.
-        summary_tokens: Token budget handed to the summarizer.
-        checkpoints: Ranges each thread's index lists (``None``: the compressor's default).
+        summary_tokens: Token budget handed to the summarizer (below the compressor's, so that
+            a run costs less).
+        checkpoints: Ranges each thread's index lists.
         price_per_mtok: Dollars per million summarizer input tokens, for the cost estimate.
         on_over_budget: A summary still over ``summary_tokens`` after the condense call is
             ``"cut"`` to it (counted) or makes the mode fail (``"raise"``).
@@ -46,21 +58,19 @@ class BenchSettings:
         ConfigurationError: Naming the first invalid field.
     """
 
-    threshold: int = 20
-    keep: int = 10
-    strategy: StrategyName = "extend"
+    threshold: int = DEFAULT_TRIGGER
+    keep: int = DEFAULT_KEEP
+    strategy: StrategyName = _STRATEGY
     summary_tokens: int = 400
-    checkpoints: int | None = None
+    checkpoints: int = DEFAULTS.checkpoints
     price_per_mtok: float = DEFAULT_PRICE_PER_MTOK
-    on_over_budget: OnOverBudget = "cut"
+    on_over_budget: OnOverBudget = DEFAULTS.on_over_budget
 
     def __post_init__(self) -> None:
         _positive("threshold", self.threshold)
         _positive("keep", self.keep)
         _positive("summary_tokens", self.summary_tokens)
-        if self.checkpoints is not None:
-            _positive("checkpoints", self.checkpoints)
-        check_choice("on_over_budget", self.on_over_budget, ("cut", "raise"))
+        check_fields(checkpoints=self.checkpoints, on_over_budget=self.on_over_budget)
         if self.keep >= self.threshold:
             raise ConfigurationError(
                 f"keep ({self.keep}) must be below threshold ({self.threshold})"
@@ -76,9 +86,6 @@ class BenchSettings:
         self, summarizer: MeteredSummarizer, store: Store | None, name: str
     ) -> SummarizeCompressor:
         """A compressor with these settings."""
-        options: dict[str, Any] = {}
-        if self.checkpoints is not None:
-            options["checkpoints"] = self.checkpoints
         return SummarizeCompressor(
             summarizer,
             store,
@@ -88,8 +95,13 @@ class BenchSettings:
             max_summary_tokens=self.summary_tokens,
             summarizer_id=name,
             on_over_budget=self.on_over_budget,
-            **options,
+            checkpoints=self.checkpoints,
         )
+
+
+BENCH_DEFAULTS = BenchSettings()
+"""The benchmark's settings by default, which the ``bench`` command's options show: the
+compressor's defaults but the summary budget, smaller so that a run costs less."""
 
 
 @dataclass

@@ -26,7 +26,12 @@ from slimcache.bench.datasets import (
 )
 from slimcache.bench.engine import MODES, check_modes, run_bench
 from slimcache.bench.report import print_report, write_plot, write_report_json
-from slimcache.bench.results import DEFAULT_PRICE_PER_MTOK, BenchReport, BenchSettings
+from slimcache.bench.results import (
+    BENCH_DEFAULTS,
+    DEFAULT_PRICE_PER_MTOK,
+    BenchReport,
+    BenchSettings,
+)
 from slimcache.cli.common import (
     DEFAULT_STORE_URL,
     RUN_ERROR,
@@ -149,13 +154,7 @@ SummaryTokensOption = Annotated[
     int, typer.Option(min=1, metavar="N", help="Token budget of a summary.")
 ]
 CheckpointsOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        metavar="N",
-        help="Ranges listed per thread (default: the compressor's).",
-        show_default=False,
-    ),
+    int, typer.Option(min=1, metavar="N", help="Ranges listed per thread.")
 ]
 MinMessagesOption = Annotated[
     int | None,
@@ -186,18 +185,18 @@ def bench(
     price_per_mtok: PriceOption = DEFAULT_PRICE_PER_MTOK,
     json_out: JsonOption = None,
     plot: PlotOption = None,
-    threshold: ThresholdOption = 20,
-    keep: KeepOption = 10,
-    strategy: StrategyOption = "extend",
-    summary_tokens: SummaryTokensOption = 400,
-    checkpoints: CheckpointsOption = None,
+    threshold: ThresholdOption = BENCH_DEFAULTS.threshold,
+    keep: KeepOption = BENCH_DEFAULTS.keep,
+    strategy: StrategyOption = BENCH_DEFAULTS.strategy,
+    summary_tokens: SummaryTokensOption = BENCH_DEFAULTS.summary_tokens,
+    checkpoints: CheckpointsOption = BENCH_DEFAULTS.checkpoints,
     min_messages: MinMessagesOption = None,
     seed: SeedOption = 0,
     temperature: TemperatureOption = 0.0,
     timeout: TimeoutOption = DEFAULT_TIMEOUT,
     max_retries: MaxRetriesOption = DEFAULT_MAX_RETRIES,
     on_truncated: OnTruncatedOption = "accept",
-    on_over_budget: OnOverBudgetOption = "cut",
+    on_over_budget: OnOverBudgetOption = BENCH_DEFAULTS.on_over_budget,
 ) -> None:
     """Replay conversations as a stateless chat server would, with and without the cache."""
     try:

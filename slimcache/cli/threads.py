@@ -30,6 +30,7 @@ from slimcache.cli.common import (
     open_url,
     stdout_console,
 )
+from slimcache.core.settings.compressor import DEFAULTS
 from slimcache.recipes.maintenance import (
     RangeInfo,
     ThreadListing,
@@ -59,7 +60,7 @@ def register(app: typer.Typer) -> None:
 
 def threads(
     url: UrlArgument,
-    namespace: NamespaceOption = "",
+    namespace: NamespaceOption = DEFAULTS.namespace,
     limit: Annotated[
         int, typer.Option(metavar="N", min=1, help="List at least N threads, then stop.")
     ] = 100,
@@ -92,7 +93,7 @@ def inspect(
             metavar="FILE", help="The conversation as JSON: also say whether each range is valid."
         ),
     ] = None,
-    namespace: NamespaceOption = "",
+    namespace: NamespaceOption = DEFAULTS.namespace,
     summaries: Annotated[
         bool, typer.Option("--summaries", help="Also print each summary's text.")
     ] = False,
@@ -101,7 +102,7 @@ def inspect(
         typer.Option(
             metavar="content|id", help="The compressor's fingerprint setting: content or id."
         ),
-    ] = "content",
+    ] = DEFAULTS.fingerprint,
     wrapped: Annotated[
         bool,
         typer.Option(
@@ -127,7 +128,9 @@ def inspect(
     _print_ranges(url, thread, ranges, summaries, wrapped=wrapped)
 
 
-def clear(url: UrlArgument, thread: ThreadOption, namespace: NamespaceOption = "") -> None:
+def clear(
+    url: UrlArgument, thread: ThreadOption, namespace: NamespaceOption = DEFAULTS.namespace
+) -> None:
     """Delete a thread's index and every cached range it lists."""
     try:
         handle = open_url(url)

@@ -70,7 +70,7 @@ class SummaryProducer:
     timeout: float | None
     emit: Emit
     bound: InputBound
-    on_over_budget: OnOverBudget = "cut"
+    on_over_budget: OnOverBudget
 
     async def produce(
         self,

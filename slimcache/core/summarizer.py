@@ -352,7 +352,7 @@ async def keep_within_budget(
     count: Callable[[str], int],
     condense: Callable[[str], Awaitable[str]],
     *,
-    on_over_budget: OnOverBudget = "cut",
+    on_over_budget: OnOverBudget,
 ) -> Kept:
     """Hold a summary to its budget: one call to ``condense`` it when it came back over.
 

@@ -289,12 +289,13 @@ def as_langchain_summarizer(
     from langchain_core.runnables import RunnableLambda
 
     from slimcache.core.settings.checks import check_summarizer
-    from slimcache.core.settings.groups import SummaryFormat
+    from slimcache.core.settings.compressor import check_fields
 
     if not isinstance(summarizer, CachedSummarizer):
         check_summarizer(summarizer)  # (messages, context); a plain function goes cached
-    resolved = SummaryFormat(max_summary_tokens=max_summary_tokens, prompts=prompts)
-    prompt = resolved.resolved_prompts.render("summarize", resolved.max_summary_tokens)
+    resolved = check_fields(max_summary_tokens=max_summary_tokens, prompts=prompts)
+    budget = resolved["max_summary_tokens"]
+    prompt = (resolved["prompts"] or Prompts()).render("summarize", budget)
 
     async def summarize(messages: list[AnyMessage], config: RunnableConfig) -> str:
         dicts = from_langchain(messages)
@@ -304,7 +305,7 @@ def as_langchain_summarizer(
         context = SummaryContext(
             task="summarize",
             previous_summary=None,
-            max_tokens=resolved.max_summary_tokens,
+            max_tokens=budget,
             prompt=prompt,
             thread_id=None if thread_id is None else str(thread_id),
             start=0,

@@ -21,18 +21,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
 from slimcache.core.plan import listed_with
 from slimcache.core.results import Stats
 from slimcache.core.settings.checks import check_store
-from slimcache.core.settings.groups import (
-    DEFAULT_SUMMARY_TEMPLATE,
-    CacheOptions,
-    ErrorHandling,
-    Timeouts,
-)
+from slimcache.core.settings.compressor import DEFAULTS, CompressorOptions, check_fields
+from slimcache.core.settings.groups import DEFAULT_SUMMARY_TEMPLATE, OnStoreError
 from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.store_io import StoreIO, refresh_due
 from slimcache.core.summarizer import (
@@ -48,7 +44,9 @@ from slimcache.recipes.summarizer_ranges import WrapHistory
 from slimcache.stores.entries import SummaryEntry, ThreadIndex
 from slimcache.stores.keys import ThreadKeys, WrappedKeys
 from slimcache.stores.protocol import Store
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CachedSummarizer", "ExtendFunction", "PlainSummarizer", "cached_summarizer"]
 
@@ -62,6 +60,10 @@ ExtendFunction = Callable[[str, list[dict[str, Any]]], Union[Awaitable[str], str
 
 # Index writes retried when other workers write the same thread's index in between.
 _INDEX_ATTEMPTS = 8
+
+CHECKPOINTS = 16
+"""The summaries a thread keeps listed by default: below the compressor's, so that threads
+cached before it had the setting keep their store use (see :func:`cached_summarizer`)."""
 
 
 class CachedSummarizer:
@@ -81,34 +83,43 @@ class CachedSummarizer:
         summarize: PlainSummarizer,
         store: Store | str | None = None,
         *,
-        namespace: str = "",
-        ttl: float | None = None,
+        namespace: str = DEFAULTS.namespace,
+        ttl: float | None = DEFAULTS.ttl,
         extend: ExtendFunction | None = None,
-        summarizer_id: str | None = None,
-        checkpoints: int = 16,
-        summarizer_timeout: float | None = None,
-        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
-        on_store_error: Literal["raise", "bypass"] = "raise",
+        summarizer_id: str | None = DEFAULTS.summarizer_id,
+        checkpoints: int = CHECKPOINTS,
+        summarizer_timeout: float | None = DEFAULTS.summarizer_timeout,
+        store_timeout: float | None = DEFAULTS.store_timeout,
+        on_store_error: OnStoreError = DEFAULTS.on_store_error,
     ) -> None:
-        _check_settings(store, extend)
-        cache = CacheOptions(namespace, ttl, checkpoints, summarizer_id=summarizer_id)
-        timeouts = Timeouts(summarizer_timeout, store_timeout)
-        errors = ErrorHandling(on_store_error=on_store_error)
+        checked = _check_settings(
+            store,
+            extend,
+            namespace=namespace,
+            ttl=ttl,
+            summarizer_id=summarizer_id,
+            checkpoints=checkpoints,
+            summarizer_timeout=summarizer_timeout,
+            store_timeout=store_timeout,
+            on_store_error=on_store_error,
+        )
         if not callable(summarize):
             raise ConfigurationError("summarize must be a callable (messages) -> str")
         self.__wrapped__ = summarize
         functools.update_wrapper(self, summarize)
         self._store, self._owns_store = open_store_argument(store)
-        self._namespace = cache.namespace
-        self._ttl = cache.ttl
+        self._namespace = checked["namespace"]
+        self._ttl = checked["ttl"]
         self._extend = extend
-        self._summarizer_id = cache.summarizer_id or summarizer_name(summarize)
+        self._summarizer_id = checked["summarizer_id"] or summarizer_name(summarize)
         self._extend_name = "extend" if extend is None else f"custom:{summarizer_name(extend)}"
-        self._checkpoints = cache.checkpoints
-        self._timeout = timeouts.summarizer_timeout
-        self._on_store_error = errors.on_store_error
+        self._checkpoints = checked["checkpoints"]
+        self._timeout = checked["summarizer_timeout"]
+        self._on_store_error = checked["on_store_error"]
         self._stats = Stats()
-        self._io = StoreIO(self._store, self._stats, timeout=timeouts.store_timeout, ttl=self._ttl)
+        self._io = StoreIO(
+            self._store, self._stats, timeout=checked["store_timeout"], ttl=self._ttl
+        )
         self._original = _adapt_plain(summarize)
         self._extender = _adapt_extend(extend) if extend is not None else None
 
@@ -409,10 +420,13 @@ class CachedSummarizer:
         return update.index, update.delete
 
 
-def _check_settings(store: object, extend: object) -> None:
-    """Check the arguments outside a settings group, saying what a store passed as the function
-    means (``@cached_summarizer`` without parentheses). A URL is opened by
-    :class:`CachedSummarizer`, once every other argument is checked."""
+def _check_settings(
+    store: object, extend: object, **settings: Unpack[CompressorOptions]
+) -> CompressorOptions:
+    """Check every argument but the function, saying what a store passed as the function
+    means (``@cached_summarizer`` without parentheses); return the compressor settings among
+    them as the compressor checks them. A URL is opened by :class:`CachedSummarizer`, once
+    every other argument is checked."""
     if callable(store) and not isinstance(store, Store):
         raise ConfigurationError(
             "cached_summarizer takes a store, not the function: use it with parentheses, "
@@ -422,6 +436,7 @@ def _check_settings(store: object, extend: object) -> None:
         check_store(store)
     if extend is not None and not callable(extend):
         raise ConfigurationError("extend must be a callable (previous_summary, messages) -> str")
+    return check_fields(**settings)
 
 
 def _adapt_plain(summarize: PlainSummarizer) -> Summarizer:
@@ -463,14 +478,14 @@ def _adapt_extend(extend: ExtendFunction) -> Summarizer:
 def cached_summarizer(
     store: Store | str | None = None,
     *,
-    namespace: str = "",
-    ttl: float | None = None,
+    namespace: str = DEFAULTS.namespace,
+    ttl: float | None = DEFAULTS.ttl,
     extend: ExtendFunction | None = None,
-    summarizer_id: str | None = None,
-    checkpoints: int = 16,
-    summarizer_timeout: float | None = None,
-    store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
-    on_store_error: Literal["raise", "bypass"] = "raise",
+    summarizer_id: str | None = DEFAULTS.summarizer_id,
+    checkpoints: int = CHECKPOINTS,
+    summarizer_timeout: float | None = DEFAULTS.summarizer_timeout,
+    store_timeout: float | None = DEFAULTS.store_timeout,
+    on_store_error: OnStoreError = DEFAULTS.on_store_error,
 ) -> Callable[[PlainSummarizer], CachedSummarizer]:
     """Cache an existing ``summarize(messages) -> str`` (sync or async) per thread in a store.
 
@@ -519,24 +534,20 @@ def cached_summarizer(
         ConfigurationError: For any invalid argument (including ``@cached_summarizer`` used
             without parentheses).
     """
+    # The settings CachedSummarizer takes, as the compressor takes them.
+    settings: dict[str, Any] = {
+        "namespace": namespace,
+        "ttl": ttl,
+        "summarizer_id": summarizer_id,
+        "checkpoints": checkpoints,
+        "summarizer_timeout": summarizer_timeout,
+        "store_timeout": store_timeout,
+        "on_store_error": on_store_error,
+    }
     # Checked here, so that a mistake is reported where the decorator is written.
-    _check_settings(store, extend)
-    CacheOptions(namespace, ttl, checkpoints, summarizer_id=summarizer_id)
-    Timeouts(summarizer_timeout, store_timeout)
-    ErrorHandling(on_store_error=on_store_error)
+    _check_settings(store, extend, **settings)
 
     def decorate(summarize: PlainSummarizer) -> CachedSummarizer:
-        return CachedSummarizer(
-            summarize,
-            store,
-            namespace=namespace,
-            ttl=ttl,
-            extend=extend,
-            summarizer_id=summarizer_id,
-            checkpoints=checkpoints,
-            summarizer_timeout=summarizer_timeout,
-            store_timeout=store_timeout,
-            on_store_error=on_store_error,
-        )
+        return CachedSummarizer(summarize, store, extend=extend, **settings)
 
     return decorate

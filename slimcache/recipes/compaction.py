@@ -30,21 +30,14 @@ from typing import Any, Literal
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError
 from slimcache.core.results import Stats
-from slimcache.core.settings.checks import (
-    check_choice,
-    check_message_overhead,
-    check_template,
-    check_token_counter,
-)
-from slimcache.core.settings.groups import Timeouts
+from slimcache.core.settings.checks import check_choice, check_template
+from slimcache.core.settings.compressor import DEFAULTS, check_fields
 from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import (
-    DEFAULT_MESSAGE_OVERHEAD,
     NON_TEXT_PART_TOKENS,
     Message,
     TokenCounter,
-    approx_tokens,
     check_messages,
     count_message_tokens,
 )
@@ -56,9 +49,8 @@ from slimcache.recipes.compaction_tool import (
     check_call_id,
     parse_summary,
 )
-from slimcache.stores.keys import ThreadKeys, normalize_namespace
-from slimcache.stores.protocol import Store, positive_int, validate_ttl
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
+from slimcache.stores.keys import ThreadKeys
+from slimcache.stores.protocol import Store, positive_int
 
 __all__ = [
     "DEFAULT_SESSION_TEMPLATE",
@@ -195,39 +187,43 @@ class Compaction:
         *,
         context_window: int,
         store: Store | str | None = None,
-        namespace: str = "",
+        namespace: str = DEFAULTS.namespace,
         instructions: str | None = None,
-        token_counter: TokenCounter = approx_tokens,
-        message_overhead: int = DEFAULT_MESSAGE_OVERHEAD,
+        token_counter: TokenCounter = DEFAULTS.token_counter,
+        message_overhead: int = DEFAULTS.message_overhead,
         session_role: Literal["user", "system"] = "user",
         session_template: str = DEFAULT_SESSION_TEMPLATE,
-        ttl: float | None = None,
-        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+        ttl: float | None = DEFAULTS.ttl,
+        store_timeout: float | None = DEFAULTS.store_timeout,
     ) -> None:
         check_choice("mode", mode, ("auto", "llm"))
         positive_int("context_window", context_window)
-        normalize_namespace(namespace)
         if instructions is not None and (
             not isinstance(instructions, str) or not instructions.strip()
         ):
             raise ConfigurationError("instructions must be a non-empty string or None")
-        check_token_counter(token_counter)
-        check_message_overhead(message_overhead)
+        checked = check_fields(
+            namespace=namespace,
+            token_counter=token_counter,
+            message_overhead=message_overhead,
+            ttl=ttl,
+            store_timeout=store_timeout,
+        )
         check_choice("session_role", session_role, ("user", "system"))
         check_template("session_template", session_template)
-        timeout = Timeouts(store_timeout=store_timeout).store_timeout
-        ttl = validate_ttl(ttl)
 
         self._mode: CompactionMode = mode
         self._context_window = context_window
         self._store, self._owns_store = open_store_argument(store)
         self._namespace = namespace
         self._instructions = instructions.strip() if instructions is not None else None
-        self._count = token_counter
-        self._overhead = message_overhead
+        self._count = checked["token_counter"]
+        self._overhead = checked["message_overhead"]
         self._session_role = session_role
         self._session_template = session_template
-        self._io = StoreIO(self._store, Stats(), timeout=timeout, ttl=ttl)
+        self._io = StoreIO(
+            self._store, Stats(), timeout=checked["store_timeout"], ttl=checked["ttl"]
+        )
 
     # ------------------------------------------------------------------ settings
 

@@ -430,7 +430,7 @@ class SummaryCalls:
         first: int,
         last: int,
         pinned: int,
-        on_over_budget: OnOverBudget = "cut",
+        on_over_budget: OnOverBudget,
     ) -> None:
         self.summarizer, self.prompts, self.count = summarizer, prompts, count
         self.on_over_budget = on_over_budget

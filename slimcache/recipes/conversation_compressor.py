@@ -27,12 +27,9 @@ from slimcache.core.policy import (
 )
 from slimcache.core.results import CompressEvent
 from slimcache.core.settings.checks import check_summarizer
+from slimcache.core.settings.compressor import DEFAULTS, check_fields
 from slimcache.core.settings.groups import (
-    DEFAULT_SUMMARY_TEMPLATE,
-    ErrorHandling,
-    Hooks,
-    SummaryFormat,
-    Timeouts,
+    Hook,
     call_hook,
     resolve_policies,
     takes_messages_summary_ms,
@@ -44,12 +41,10 @@ from slimcache.core.strategies import (
 )
 from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer
 from slimcache.messages import (
-    DEFAULT_MESSAGE_OVERHEAD,
     PINNED_ROLES,
     CheckedMessages,
     Message,
     TokenCounter,
-    approx_tokens,
     check_messages,
     count_message_tokens,
 )
@@ -78,8 +73,6 @@ KEEP_BY_DEFAULT = 12
 """Messages kept verbatim by default: convo-compress's default ``target``."""
 
 logger = logging.getLogger("slimcache")
-
-Hook = Any
 
 
 class ConversationCompressor:
@@ -145,47 +138,53 @@ class ConversationCompressor:
         self,
         summarizer: Summarizer,
         *,
-        trigger: Trigger | None = None,
-        keep: Keep | None = None,
-        strategy: Strategy | StrategyName = "extend",
-        max_summary_tokens: int = 1000,
-        prompts: Prompts | None = None,
-        token_counter: TokenCounter = approx_tokens,
-        message_overhead: int = DEFAULT_MESSAGE_OVERHEAD,
-        summary_role: str = "system",
-        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
-        summarizer_timeout: float | None = None,
-        on_evict: Hook | None = None,
-        on_compress: Hook | None = None,
-        on_error: Hook | None = None,
-        on_over_budget: OnOverBudget = "cut",
+        trigger: Trigger | None = DEFAULTS.trigger,
+        keep: Keep | None = DEFAULTS.keep,
+        strategy: Strategy | StrategyName = DEFAULTS.strategy,
+        max_summary_tokens: int = DEFAULTS.max_summary_tokens,
+        prompts: Prompts | None = DEFAULTS.prompts,
+        token_counter: TokenCounter = DEFAULTS.token_counter,
+        message_overhead: int = DEFAULTS.message_overhead,
+        summary_role: str = DEFAULTS.summary_role,
+        summary_template: str = DEFAULTS.summary_template,
+        summarizer_timeout: float | None = DEFAULTS.summarizer_timeout,
+        on_evict: Hook | None = DEFAULTS.on_evict,
+        on_compress: Hook | None = DEFAULTS.on_compress,
+        on_error: Hook | None = DEFAULTS.on_error,
+        on_over_budget: OnOverBudget = DEFAULTS.on_over_budget,
     ) -> None:
         check_summarizer(summarizer)
         self._trigger, self._keep = resolve_policies(trigger, keep, default_keep=KEEP_BY_DEFAULT)
-        self._strategy = resolve_strategy(strategy)
-        summary = SummaryFormat(
-            max_summary_tokens,
-            prompts,
-            token_counter,
-            message_overhead,
-            summary_role,
-            summary_template,
+        checked = check_fields(
+            strategy=strategy,
+            max_summary_tokens=max_summary_tokens,
+            prompts=prompts,
+            token_counter=token_counter,
+            message_overhead=message_overhead,
+            summary_role=summary_role,
+            summary_template=summary_template,
+            summarizer_timeout=summarizer_timeout,
+            on_evict=on_evict,
+            on_compress=on_compress,
+            on_error=on_error,
+            on_over_budget=on_over_budget,
         )
-        timeouts = Timeouts(summarizer_timeout=summarizer_timeout)
-        ErrorHandling(on_over_budget=on_over_budget)
-        self._on_over_budget = on_over_budget
-        hooks = Hooks(on_evict=on_evict, on_compress=on_compress, on_error=on_error)
-
+        self._strategy = resolve_strategy(checked["strategy"])
+        self._on_over_budget = checked["on_over_budget"]
         self._summarizer = summarizer
-        self._max_summary_tokens = summary.max_summary_tokens
-        self._prompts = summary.resolved_prompts
-        self._count = summary.token_counter
-        self._overhead = summary.message_overhead
-        self._summary_role = summary.summary_role
-        self._summary_template = summary.summary_template
-        self._timeout = timeouts.summarizer_timeout
-        self._hooks = hooks.pick("on_evict", "on_compress", "on_error")
-        self._legacy_on_compress = takes_messages_summary_ms(hooks.on_compress)
+        self._max_summary_tokens = checked["max_summary_tokens"]
+        self._prompts = checked["prompts"] or Prompts()
+        self._count = checked["token_counter"]
+        self._overhead = checked["message_overhead"]
+        self._summary_role = checked["summary_role"]
+        self._summary_template = checked["summary_template"]
+        self._timeout = checked["summarizer_timeout"]
+        self._hooks = {
+            "on_evict": checked["on_evict"],
+            "on_compress": checked["on_compress"],
+            "on_error": checked["on_error"],
+        }
+        self._legacy_on_compress = takes_messages_summary_ms(on_compress)
         self._lock = asyncio.Lock()
         self._reset_state()
 
@@ -403,15 +402,15 @@ class ConversationCompressor:
         strategy: Strategy | StrategyName | None = None,
         max_summary_tokens: int | None = None,
         prompts: Prompts | None = None,
-        token_counter: TokenCounter = approx_tokens,
+        token_counter: TokenCounter = DEFAULTS.token_counter,
         message_overhead: int | None = None,
         summary_role: str | None = None,
         summary_template: str | None = None,
         summarizer_timeout: float | None = None,
-        on_evict: Hook | None = None,
-        on_compress: Hook | None = None,
-        on_error: Hook | None = None,
-        on_over_budget: OnOverBudget = "cut",
+        on_evict: Hook | None = DEFAULTS.on_evict,
+        on_compress: Hook | None = DEFAULTS.on_compress,
+        on_error: Hook | None = DEFAULTS.on_error,
+        on_over_budget: OnOverBudget = DEFAULTS.on_over_budget,
     ) -> ConversationCompressor:
         """Restore a compressor from :meth:`serialize`'s snapshot.
 

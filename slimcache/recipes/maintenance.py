@@ -15,7 +15,8 @@ from typing import Literal
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.plan import History
 from slimcache.core.results import Stats
-from slimcache.core.settings.checks import fingerprints_by_id
+from slimcache.core.settings.compressor import DEFAULTS, check_fields
+from slimcache.core.settings.groups import Fingerprint
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import Message, check_messages
 from slimcache.recipes.summarizer_ranges import WrapHistory
@@ -29,7 +30,6 @@ from slimcache.stores.keys import (
     thread_of,
 )
 from slimcache.stores.protocol import Store, SupportsScanKeys, positive_int
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT, check_seconds
 
 __all__ = [
     "MAX_PAGES",
@@ -109,7 +109,7 @@ class ThreadListing:
 async def list_threads(
     store: Store,
     *,
-    namespace: str = "",
+    namespace: str = DEFAULTS.namespace,
     cursor: str | None = None,
     limit: int = 100,
     page_size: int = 500,
@@ -161,7 +161,7 @@ def _store_io(store: Store, store_timeout: float | None) -> StoreIO:
         raise ConfigurationError(
             f"store must have async get, set and delete methods, got {type(store).__name__}"
         )
-    timeout = check_seconds("store_timeout", store_timeout, allow_none=True)
+    timeout = check_fields(store_timeout=store_timeout)["store_timeout"]
     return StoreIO(store, Stats(), timeout=timeout, ttl=None)
 
 
@@ -169,11 +169,11 @@ async def thread_ranges(
     store: Store,
     thread_id: str | int,
     *,
-    namespace: str = "",
+    namespace: str = DEFAULTS.namespace,
     messages: Sequence[Message] | None = None,
-    fingerprint: Literal["content", "id"] = "content",
+    fingerprint: Fingerprint = DEFAULTS.fingerprint,
     source: Literal["compressor", "wrapped"] = "compressor",
-    store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+    store_timeout: float | None = DEFAULTS.store_timeout,
 ) -> list[RangeInfo]:
     """List the cached ranges of a thread, oldest first.
 
@@ -203,7 +203,7 @@ async def thread_ranges(
         InvalidInput: The thread id or a message is malformed.
         StoreError: The store failed (:class:`StoreTimeout`: a call ran out of time).
     """
-    by_id = fingerprints_by_id(fingerprint)
+    by_id = check_fields(fingerprint=fingerprint)["fingerprint"] == "id"
     if source not in ("compressor", "wrapped"):
         raise ConfigurationError(f"source must be 'compressor' or 'wrapped', got {source!r}")
     if source == "wrapped" and by_id:
@@ -265,8 +265,8 @@ async def clear_thread(
     store: Store,
     thread_id: str | int,
     *,
-    namespace: str = "",
-    store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+    namespace: str = DEFAULTS.namespace,
+    store_timeout: float | None = DEFAULTS.store_timeout,
 ) -> int:
     """Delete everything slimcache keeps for a thread.
 

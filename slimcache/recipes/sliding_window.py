@@ -18,23 +18,15 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import KeepMessages, MessageThreshold, Trigger, WindowState
 from slimcache.core.results import CompressionResult
-from slimcache.core.settings.checks import check_summarizer
-from slimcache.core.settings.groups import (
-    DEFAULT_SUMMARY_TEMPLATE,
-    CacheOptions,
-    Hooks,
-    Refresh,
-    RefreshMode,
-    SummaryFormat,
-    Timeouts,
-    call_hook,
-)
+from slimcache.core.settings.checks import check_callables
+from slimcache.core.settings.compressor import DEFAULTS, CompressorOptions, CompressorSettings
+from slimcache.core.settings.groups import InputBoundSetting, RefreshMode, call_hook
 from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.strategies import Extend
 from slimcache.core.summarizer import (
@@ -48,7 +40,6 @@ from slimcache.messages import (
     PINNED_ROLES,
     Message,
     TokenCounter,
-    approx_tokens,
     count_message_tokens,
 )
 from slimcache.recipes.maintenance import clear_thread
@@ -56,7 +47,6 @@ from slimcache.recipes.window_history import DEFAULT_CHUNK_SIZE, HistoryHead, Wi
 from slimcache.recipes.window_memory import ConversationWindowMemory
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, positive_int
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -281,74 +271,63 @@ class SlidingWindow:
         summarizer: Summarizer,
         store: Store | str | None = None,
         *,
-        summary_budget: int = 1000,
-        max_input_tokens: int | Literal["auto"] | None = "auto",
-        summary_role: str = "system",
+        summary_budget: int = DEFAULTS.max_summary_tokens,
+        max_input_tokens: InputBoundSetting = DEFAULTS.max_input_tokens,
+        summary_role: str = DEFAULTS.summary_role,
         on_compact_start: CompactStartHook | None = None,
         on_compact_end: CompactEndHook | None = None,
         batch: int | None = None,
-        namespace: str = "",
-        token_counter: TokenCounter = approx_tokens,
-        summary_template: str = DEFAULT_SUMMARY_TEMPLATE,
-        summarizer_id: str | None = None,
-        summarizer_timeout: float | None = None,
-        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
-        on_over_budget: OnOverBudget = "cut",
-        refresh: RefreshMode = "inline",
-        ceiling: Trigger | None = None,
+        namespace: str = DEFAULTS.namespace,
+        token_counter: TokenCounter = DEFAULTS.token_counter,
+        summary_template: str = DEFAULTS.summary_template,
+        summarizer_id: str | None = DEFAULTS.summarizer_id,
+        summarizer_timeout: float | None = DEFAULTS.summarizer_timeout,
+        store_timeout: float | None = DEFAULTS.store_timeout,
+        on_over_budget: OnOverBudget = DEFAULTS.on_over_budget,
+        refresh: RefreshMode = DEFAULTS.refresh,
+        ceiling: Trigger | None = DEFAULTS.ceiling,
     ) -> None:
         self._keys = ThreadKeys(id, namespace, name="id")
         positive_int("window_size", window_size)
         batch = _batch_of(window_size, batch)
-        # Checked under its own name first: the group would call it max_summary_tokens.
+        # Checked under its own name first: the compressor calls it max_summary_tokens.
         positive_int("summary_budget", summary_budget)
-        check_summarizer(summarizer)
-        summary = SummaryFormat(
-            summary_budget,
-            token_counter=token_counter,
-            summary_role=summary_role,
-            summary_template=summary_template,
-            max_input_tokens=max_input_tokens,
-        )
-        cache = CacheOptions(namespace, summarizer_id=summarizer_id)
-        timeouts = Timeouts(summarizer_timeout, store_timeout)
-        hooks = Hooks(on_compact_start=on_compact_start, on_compact_end=on_compact_end)
-        trigger = _trigger(window_size, batch)
-        Refresh(refresh, ceiling, trigger)
+        options: CompressorOptions = {
+            "trigger": _trigger(window_size, batch),  # one summarizer call per batch
+            "keep": KeepMessages(window_size),
+            "strategy": Extend(),
+            "max_summary_tokens": summary_budget,
+            "max_input_tokens": max_input_tokens,
+            "token_counter": token_counter,
+            "summary_role": summary_role,
+            "summary_template": summary_template,
+            "namespace": namespace,
+            "summarizer_timeout": summarizer_timeout,
+            "summarizer_id": summarizer_id,
+            "store_timeout": store_timeout,
+            "on_over_budget": on_over_budget,
+            "refresh": refresh,
+            "ceiling": ceiling,
+        }
+        # Checked as the compressor checks them, before the store is opened.
+        checked = CompressorSettings(summarizer, **options).check()
+        check_callables({"on_compact_start": on_compact_start, "on_compact_end": on_compact_end})
+        options["summarizer_id"] = checked.summarizer_id or summarizer_name(summarizer)
         resolved, self._owns_store = open_store_argument(store)
-        self._id, self._namespace = id, cache.namespace
+        self._id, self._namespace = id, checked.namespace
         self._window_size, self._batch = window_size, batch
         self._summarizer = summarizer
-        self._count, self._summary_role = summary.token_counter, summary.summary_role
-        self._summary_template = summary.summary_template
-        self._hooks = hooks.pick("on_compact_start", "on_compact_end")
+        self._count, self._summary_role = checked.token_counter, checked.summary_role
+        self._summary_template = checked.summary_template
+        self._hooks = {"on_compact_start": on_compact_start, "on_compact_end": on_compact_end}
         self._memory = ConversationWindowMemory(
             resolved,
             window_size,
             namespace=namespace,
             chunk_size=DEFAULT_CHUNK_SIZE,
-            store_timeout=timeouts.store_timeout,
+            store_timeout=checked.store_timeout,
         )
-        self._compressor = _WindowCompressor(
-            self,
-            self._summarize,
-            resolved,
-            trigger=trigger,  # one summarizer call per batch: see _trigger
-            keep=KeepMessages(window_size),
-            strategy=Extend(),
-            max_summary_tokens=summary_budget,
-            max_input_tokens=max_input_tokens,
-            token_counter=token_counter,
-            summary_role=summary_role,
-            summary_template=summary_template,
-            namespace=namespace,
-            summarizer_timeout=timeouts.summarizer_timeout,
-            summarizer_id=cache.summarizer_id or summarizer_name(summarizer),
-            store_timeout=timeouts.store_timeout,
-            on_over_budget=on_over_budget,
-            refresh=refresh,
-            ceiling=ceiling,
-        )
+        self._compressor = _WindowCompressor(self, self._summarize, resolved, **options)
         self._store = resolved
         self._turns = _turns_for(resolved, self._keys.turns)
         self._mirror: _Mirror | None = None

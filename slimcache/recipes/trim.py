@@ -10,15 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from slimcache.core.settings.checks import check_flag, check_message_overhead, check_token_counter
+from slimcache.core.settings.checks import check_flag
+from slimcache.core.settings.compressor import DEFAULTS, check_fields
 from slimcache.messages import (
-    DEFAULT_MESSAGE_OVERHEAD,
     CheckedMessages,
     Conversation,
     Message,
     MessageT,
     TokenCounter,
-    approx_tokens,
     check_messages,
 )
 from slimcache.messages.conversation import split_conversation, with_report
@@ -72,13 +71,12 @@ class TrimCompressor:
         self,
         max_tokens: int,
         *,
-        token_counter: TokenCounter = approx_tokens,
-        message_overhead: int = DEFAULT_MESSAGE_OVERHEAD,
+        token_counter: TokenCounter = DEFAULTS.token_counter,
+        message_overhead: int = DEFAULTS.message_overhead,
         keep_system: bool = True,
     ) -> None:
         positive_int("max_tokens", max_tokens)
-        check_token_counter(token_counter)
-        check_message_overhead(message_overhead)
+        check_fields(token_counter=token_counter, message_overhead=message_overhead)
         check_flag("keep_system", keep_system)
         self._max_tokens = max_tokens
         self._count = token_counter

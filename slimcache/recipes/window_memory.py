@@ -57,14 +57,12 @@ from typing import Any, TypeVar
 
 from slimcache._exceptions import InvalidInput, StoreError
 from slimcache.core.results import Stats
-from slimcache.core.settings.checks import check_token_counter
-from slimcache.core.settings.groups import CacheOptions, Timeouts
+from slimcache.core.settings.compressor import DEFAULTS, check_fields
 from slimcache.core.store_argument import close_owned_store, open_store_argument
 from slimcache.core.store_io import StoreIO
 from slimcache.messages import (
     Message,
     TokenCounter,
-    approx_tokens,
     check_messages,
     count_message_tokens,
 )
@@ -86,7 +84,6 @@ from slimcache.recipes.window_history import (
 )
 from slimcache.stores.keys import ThreadKeys
 from slimcache.stores.protocol import Store, positive_int
-from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -137,13 +134,12 @@ class _MessageHistory:
         store_timeout: float | None,
     ) -> None:
         positive_int("chunk_size", chunk_size)
-        cache = CacheOptions(namespace, ttl)
-        timeout = Timeouts(store_timeout=store_timeout).store_timeout
+        checked = check_fields(namespace=namespace, ttl=ttl, store_timeout=store_timeout)
         self._store, self._owns_store = open_store_argument(store, optional=False)
-        self._namespace = cache.namespace
-        self._ttl = cache.ttl
+        self._namespace = checked["namespace"]
+        self._ttl = checked["ttl"]
         self._chunk_size = chunk_size
-        self._io = StoreIO(self._store, Stats(), timeout=timeout, ttl=self._ttl)
+        self._io = StoreIO(self._store, Stats(), timeout=checked["store_timeout"], ttl=self._ttl)
 
     @property
     def store(self) -> Store:
@@ -407,10 +403,10 @@ class ConversationWindowMemory(_MessageHistory):
         store: Store | str,
         window_size: int,
         *,
-        namespace: str = "",
-        ttl: float | None = None,
+        namespace: str = DEFAULTS.namespace,
+        ttl: float | None = DEFAULTS.ttl,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
-        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+        store_timeout: float | None = DEFAULTS.store_timeout,
     ) -> None:
         positive_int("window_size", window_size)
         super().__init__(
@@ -497,14 +493,14 @@ class TokenWindowMemory(_MessageHistory):
         store: Store | str,
         max_tokens: int,
         *,
-        token_counter: TokenCounter = approx_tokens,
-        namespace: str = "",
-        ttl: float | None = None,
+        token_counter: TokenCounter = DEFAULTS.token_counter,
+        namespace: str = DEFAULTS.namespace,
+        ttl: float | None = DEFAULTS.ttl,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
-        store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+        store_timeout: float | None = DEFAULTS.store_timeout,
     ) -> None:
         positive_int("max_tokens", max_tokens)
-        check_token_counter(token_counter)
+        check_fields(token_counter=token_counter)
         super().__init__(
             store,
             namespace=namespace,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import FrozenInstanceError, fields
+from dataclasses import FrozenInstanceError, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from slimcache import (
     ConfigurationError,
     ConversationCompressor,
     ConversationWindowMemory,
+    Extend,
     InvalidInput,
     KeepMessages,
     MessageThreshold,
@@ -31,15 +32,13 @@ from slimcache import (
     TrimCompressor,
     cached_summarizer,
 )
-from slimcache.core.settings.groups import (
-    DEFAULT_KEEP,
-    CacheOptions,
-    Coordination,
-    ErrorHandling,
-    Hooks,
-    SummaryFormat,
-    Timeouts,
+from slimcache.core.settings.compressor import (
+    CHECKS,
+    DEFAULTS,
+    CompressorSettings,
+    check_fields,
 )
+from slimcache.core.settings.groups import DEFAULT_KEEP, prompt_tokens
 from slimcache.langchain import CachedSummarizationMiddleware, as_langchain_summarizer
 from tests.fakes import CountingStore, RecordingSummarizer
 
@@ -277,12 +276,7 @@ def test_cached_summarizer_checks_every_argument_before_wrapping() -> None:
         cached_summarizer(store_timeout="5")  # type: ignore[arg-type]
 
 
-# ---------------------------------------------------------------------- the groups
-
-
-def values(group: Any) -> dict[str, Any]:
-    """A group's fields by name, as given (``asdict`` would turn ``Prompts`` into a dict)."""
-    return {field.name: getattr(group, field.name) for field in fields(group)}
+# ---------------------------------------------------------------------- the settings
 
 
 def count_words(text: str) -> int:
@@ -293,105 +287,117 @@ async def hook(*args: Any) -> None:
     return None
 
 
-VALID_GROUPS = [
-    SummaryFormat(
-        max_summary_tokens=200,
-        prompts=Prompts(summarize="Sum up in {max_tokens}.", extend="Extend in {max_tokens}."),
-        token_counter=count_words,
-        message_overhead=0,
-        summary_role="developer",
-        summary_template="Earlier ({start}-{end}, {count}): {summary}",
-        max_input_tokens=5000,
-    ),
-    CacheOptions(
-        namespace="app",
-        ttl=60.0,
-        checkpoints=3,
-        reuse_entries="any",
-        fingerprint="id",
-        summarizer_id="gpt-4o",
-    ),
-    Coordination(lock_wait=0.0, lease_ttl=2.5, single_writer=True),
-    Timeouts(summarizer_timeout=1.5, store_timeout=None),
-    ErrorHandling(
-        on_summarizer_error="uncompressed", on_store_error="bypass", on_over_budget="raise"
-    ),
-    Hooks(on_evict=hook, on_compress=print, on_compact_end=hook),
-]
+def test_every_setting_has_one_check_in_the_documented_order() -> None:
+    assert list(CHECKS) == [setting.name for setting in fields(CompressorSettings)]
+    documented = SummarizeCompressor.__doc__ or ""
+    names = [name for name in CHECKS if name != "summarizer"]
+    positions = [documented.index(f"        {name} (") for name in names]
+    assert positions == sorted(positions)
 
 
-@pytest.mark.parametrize("group", VALID_GROUPS, ids=lambda group: type(group).__name__)
-def test_valid_group_round_trips(group: Any) -> None:
-    again = type(group)(**values(group))
-    assert again == group
-    assert values(again) == values(group)
-    first = next(iter(values(group)))
+VALID = CompressorSettings(
+    RecordingSummarizer(),
+    trigger=MessageThreshold(30),
+    keep=KeepMessages(5),
+    max_summary_tokens=200,
+    max_input_tokens=5000,
+    prompts=Prompts(summarize="Sum up in {max_tokens}.", extend="Extend in {max_tokens}."),
+    token_counter=count_words,
+    message_overhead=0,
+    summary_role="developer",
+    summary_template="Earlier ({start}-{end}, {count}): {summary}",
+    namespace="app",
+    ttl=60.0,
+    checkpoints=3,
+    summarizer_timeout=1.5,
+    on_summarizer_error="uncompressed",
+    on_store_error="bypass",
+    on_over_budget="raise",
+    summarizer_id="gpt-4o",
+    reuse_entries="any",
+    lock_wait=0.0,
+    lease_ttl=2.5,
+    single_writer=True,
+    store_timeout=None,
+    fingerprint="id",
+    refresh="background",
+    ceiling=MessageThreshold(40),
+    on_evict=hook,
+    on_compress=print,
+    on_cache_hit=hook,
+    on_error=hook,
+)
+
+
+def test_valid_settings_check_as_themselves() -> None:
+    checked = VALID.check()
+    assert checked == replace(VALID, strategy=checked.strategy)
+    assert checked.strategy == Extend()  # the shortcut name resolved
     with pytest.raises(FrozenInstanceError):
-        setattr(group, first, None)
+        checked.ttl = None  # type: ignore[misc]
 
 
-def test_group_defaults_are_the_front_doors_defaults() -> None:
+def test_the_checks_normalise_numbers_to_float_and_fill_in_the_prompts() -> None:
+    checked = check_fields(ttl=5, lock_wait=3, lease_ttl=7, summarizer_timeout=2, prompts=None)
+    assert checked == {
+        "ttl": 5.0,
+        "lock_wait": 3.0,
+        "lease_ttl": 7.0,
+        "summarizer_timeout": 2.0,
+        "prompts": Prompts(),
+    }
+    assert {type(value) for name, value in checked.items() if name != "prompts"} == {float}
+    # The namespace is checked, not changed: the keys add the separator.
+    assert check_fields(namespace="app") == {"namespace": "app"}
+
+
+def test_the_defaults_are_valid_and_the_compressors() -> None:
     defaults = inspect.signature(SummarizeCompressor).parameters
-    for group in (SummaryFormat(), CacheOptions(), Coordination(), Timeouts(), ErrorHandling()):
-        for name, value in values(group).items():
-            assert defaults[name].default == value, name
-    assert SummaryFormat().resolved_prompts == Prompts()
-    assert Hooks().pick("on_evict", "on_error") == {"on_evict": None, "on_error": None}
+    checked = DEFAULTS.check()
+    for setting in fields(CompressorSettings)[1:]:
+        assert defaults[setting.name].default == getattr(DEFAULTS, setting.name)
+        assert getattr(checked, setting.name) == getattr(DEFAULTS, setting.name) or (
+            setting.name in ("strategy", "prompts")  # resolved: Extend(), Prompts()
+        )
 
 
-def test_groups_normalize_numbers_to_float() -> None:
-    assert CacheOptions(ttl=5).ttl == 5.0
-    assert isinstance(CacheOptions(ttl=5).ttl, float)
-    coordination = Coordination(lock_wait=3, lease_ttl=7)
-    assert (coordination.lock_wait, coordination.lease_ttl) == (3.0, 7.0)
-    assert isinstance(Timeouts(summarizer_timeout=2).summarizer_timeout, float)
-    assert CacheOptions(fingerprint="id").by_id
-    assert not CacheOptions().by_id
+# Defaults of a front door that differ from the compressor's on purpose, each said in its
+# docstring: cached_summarizer lists fewer checkpoints; the LangChain middleware takes
+# LangChain's sizes, its summarizer=None (the model), and degrades rather than raise.
+# (ConversationCompressor keeps convo-compress's 12 messages: its keep=None resolves to it.)
+DIFFERENT_DEFAULTS: dict[tuple[Callable[..., Any], str], Any] = {
+    (CachedSummarizer, "checkpoints"): 16,
+    (cached_summarizer, "checkpoints"): 16,
+    (CachedSummarizationMiddleware, "trigger"): ("messages", 50),
+    (CachedSummarizationMiddleware, "keep"): ("messages", 20),
+    (CachedSummarizationMiddleware, "summarizer"): None,
+    (CachedSummarizationMiddleware, "on_summarizer_error"): "degrade",
+}
 
 
-GROUP_FIELDS: list[tuple[type[Any], str]] = [
-    (SummaryFormat, "max_summary_tokens"),
-    (SummaryFormat, "prompts"),
-    (SummaryFormat, "token_counter"),
-    (SummaryFormat, "message_overhead"),
-    (SummaryFormat, "summary_role"),
-    (SummaryFormat, "summary_template"),
-    (SummaryFormat, "max_input_tokens"),
-    (CacheOptions, "namespace"),
-    (CacheOptions, "ttl"),
-    (CacheOptions, "checkpoints"),
-    (CacheOptions, "reuse_entries"),
-    (CacheOptions, "fingerprint"),
-    (CacheOptions, "summarizer_id"),
-    (Coordination, "lock_wait"),
-    (Coordination, "lease_ttl"),
-    (Coordination, "single_writer"),
-    (Timeouts, "summarizer_timeout"),
-    (Timeouts, "store_timeout"),
-    (ErrorHandling, "on_summarizer_error"),
-    (ErrorHandling, "on_store_error"),
-    (ErrorHandling, "on_over_budget"),
-    *[(Hooks, name) for name in values(Hooks())],
-]
-
-
-def test_every_group_field_has_a_case() -> None:
-    groups = {type(group) for group in VALID_GROUPS}
-    listed = {(group, name) for group in groups for name in values(group())}
-    assert listed == set(GROUP_FIELDS)
+@pytest.mark.parametrize("door", list(FRONT_DOORS), ids=lambda door: door.__name__)
+def test_front_doors_default_to_the_compressors_defaults(door: Callable[..., Any]) -> None:
+    differ = {
+        name: parameter.default
+        for name, parameter in inspect.signature(door).parameters.items()
+        if name in CHECKS
+        and parameter.default is not parameter.empty
+        and parameter.default != DIFFERENT_DEFAULTS.get((door, name), getattr(DEFAULTS, name))
+    }
+    assert differ == {}
 
 
 @pytest.mark.parametrize(
-    ("group", "name", "value"),
+    ("name", "value"),
     [
-        pytest.param(group, name, value, id=f"{group.__name__}-{name}-{number}")
-        for group, name in GROUP_FIELDS
+        pytest.param(name, value, id=f"{name}-{number}")
+        for name in CHECKS
         for number, value in enumerate(BAD[name])
     ],
 )
-def test_invalid_group_raises_naming_the_field(group: type[Any], name: str, value: Any) -> None:
+def test_invalid_setting_raises_naming_it(name: str, value: Any) -> None:
     with pytest.raises(ConfigurationError) as caught:
-        group(**{name: value})
+        replace(DEFAULTS, **{name: value}).check()
     assert name in str(caught.value)
 
 
@@ -420,7 +426,7 @@ def test_the_input_bound_by_default_fits_an_8k_model_and_grows_with_the_budget()
 
 def test_an_input_bound_must_leave_room_for_a_summary_and_as_many_messages() -> None:
     # The default prompts count 60 and 67 tokens of ceil(len / 4) with a budget of 1000.
-    prompt = SummaryFormat().prompt_tokens(lambda text: (len(text) + 3) // 4)
+    prompt = prompt_tokens(Prompts(), 1000, lambda text: (len(text) + 3) // 4)
     least = prompt + 2 * 1000
     SummarizeCompressor(RecordingSummarizer(), max_input_tokens=least)
     with pytest.raises(ConfigurationError, match=f"max_input_tokens .* at least {least}, got"):

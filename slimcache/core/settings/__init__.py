@@ -1,10 +1,10 @@
-"""The front doors' settings: each checked once, grouped, and a compressor's as one object.
+"""The front doors' settings: each declared once, with its default and its check.
 
-- :mod:`~slimcache.core.settings.checks`: one check per setting, raising a message that names
-  the argument.
-- :mod:`~slimcache.core.settings.groups`: the small frozen groups every front door builds from
-  its flat keywords (:class:`~slimcache.core.settings.groups.Timeouts`,
-  :class:`~slimcache.core.settings.groups.Coordination`, ...), each checking itself.
-- :mod:`~slimcache.core.settings.compressor`: a summarize compressor's settings as one frozen
-  object, checked through the groups, and what is derived from them, once per distinct set.
+- :mod:`~slimcache.core.settings.compressor`: every setting of a summarize compressor, its
+  type, default and check, the defaults every front door reads (``DEFAULTS``), and what is
+  derived from the settings, once per distinct set.
+- :mod:`~slimcache.core.settings.checks`: the kinds of check a setting is given, each raising a
+  message that names the argument.
+- :mod:`~slimcache.core.settings.groups`: what settings share beside their checks: types,
+  defaults that are no setting's own, the default policies, hooks.
 """

@@ -1,10 +1,20 @@
-"""A summarize compressor's settings: one frozen object, checked and derived once per distinct set.
+"""A summarize compressor's settings: declared once, checked and derived once per distinct set.
 
 :class:`CompressorSettings` holds every setting of a :class:`~slimcache.SummarizeCompressor`
-but its store, by name; the compressor keeps it and reads it (``self._settings.lease_ttl``).
-:class:`Derived` stands beside it with what follows from it: the resolved policies, strategy
-and prompts, the planner's rules, the bound on one summarizer call, the prompt's size, the
-summary producer and the index writer.
+but its store, by name, each with its type and default; :data:`CHECKS` names each one's check
+(a check of :mod:`slimcache.core.settings.checks`), and :data:`CROSS_CHECKS` the checks of one
+setting against another. :meth:`CompressorSettings.checked` runs both and derives the rest:
+:class:`Derived` stands beside the checked settings with what follows from them (the resolved
+policies, strategy and prompts, the planner's rules, the bound on one summarizer call, the
+prompt's size, the summary producer and the index writer). The compressor keeps both.
+
+Every front door built on the compressor reads its defaults from :data:`DEFAULTS`
+(``lease_ttl: float = DEFAULTS.lease_ttl``) and checks the settings it takes with
+:func:`check_fields`, so that all accept and reject the same values with the same message;
+one whose default differs on purpose says why in its docstring. Adding a setting every front
+door offers therefore touches this module (a field of :class:`CompressorSettings`, its entry
+in :data:`CHECKS` and :class:`SharedOptions`, and its meaning in the compressor's docstring),
+:mod:`~slimcache.core.settings.checks` if no check there fits it, and the code that reads it.
 
 A stateless server builds a compressor for every request, with the same arguments each time.
 Checking them and deriving the rest cost more than a cache hit's own decision, so
@@ -23,8 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from slimcache._process import register
 from slimcache.core.commit import IndexWriter
@@ -32,20 +43,42 @@ from slimcache.core.input_bound import InputBound
 from slimcache.core.plan import Identity, Rules
 from slimcache.core.policy import Keep, Trigger
 from slimcache.core.producing import SummaryProducer
-from slimcache.core.settings.checks import check_summarizer
+from slimcache.core.settings.checks import (
+    Check,
+    check_callable,
+    check_ceiling,
+    check_flag,
+    check_input_room,
+    check_keep,
+    check_lease_ttl,
+    check_lock_wait,
+    check_max_input_tokens,
+    check_message_overhead,
+    check_namespace,
+    check_prompts,
+    check_seconds_or_none,
+    check_summarizer,
+    check_summarizer_id,
+    check_template,
+    check_token_counter,
+    check_trigger,
+    choice,
+    named,
+)
 from slimcache.core.settings.groups import (
     DEFAULT_SUMMARY_TEMPLATE,
-    CacheOptions,
-    Coordination,
-    ErrorHandling,
+    SUMMARY_ROLES,
+    Fingerprint,
     Hook,
-    Hooks,
     InputBoundSetting,
-    Refresh,
+    OnStoreError,
+    OnSummarizerError,
     RefreshMode,
-    SummaryFormat,
-    Timeouts,
+    ReuseEntries,
     call_hook,
+    default_trigger,
+    input_limit,
+    prompt_tokens,
     resolve_policies,
     takes_messages_summary_ms,
 )
@@ -59,15 +92,23 @@ from slimcache.messages import (
     count_message_tokens,
 )
 from slimcache.stores.entries import SummaryEntry
+from slimcache.stores.protocol import positive_int, validate_ttl
 from slimcache.stores.toolkit import DEFAULT_STORE_TIMEOUT
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
+    "CHECKS",
+    "CROSS_CHECKS",
     "DEFAULTS",
+    "HOOKS",
     "CompressorOptions",
     "CompressorSettings",
     "Derived",
     "SettingsCache",
     "SharedOptions",
+    "check_fields",
     "checked_settings",
     "signature",
 ]
@@ -96,15 +137,15 @@ class SharedOptions(TypedDict, total=False):
     ttl: float | None
     checkpoints: int
     summarizer_timeout: float | None
-    on_store_error: Literal["raise", "bypass"]
+    on_store_error: OnStoreError
     on_over_budget: OnOverBudget
     summarizer_id: str | None
-    reuse_entries: Literal["matching", "any"]
+    reuse_entries: ReuseEntries
     lock_wait: float
     lease_ttl: float
     single_writer: bool
     store_timeout: float | None
-    fingerprint: Literal["content", "id"]
+    fingerprint: Fingerprint
     refresh: RefreshMode
     on_evict: Hook | None
     on_compress: Hook | None
@@ -121,7 +162,7 @@ class CompressorOptions(SharedOptions, total=False):
     trigger: Trigger | None
     keep: Keep | None
     summary_role: str
-    on_summarizer_error: Literal["raise", "uncompressed"]
+    on_summarizer_error: OnSummarizerError
     ceiling: Trigger | None
 
 
@@ -149,16 +190,16 @@ class CompressorSettings:
     ttl: float | None = None
     checkpoints: int = 64
     summarizer_timeout: float | None = None
-    on_summarizer_error: Literal["raise", "uncompressed"] = "raise"
-    on_store_error: Literal["raise", "bypass"] = "raise"
+    on_summarizer_error: OnSummarizerError = "raise"
+    on_store_error: OnStoreError = "raise"
     on_over_budget: OnOverBudget = "cut"
     summarizer_id: str | None = None
-    reuse_entries: Literal["matching", "any"] = "matching"
+    reuse_entries: ReuseEntries = "matching"
     lock_wait: float = 30.0
     lease_ttl: float = 10.0
     single_writer: bool = False
     store_timeout: float | None = DEFAULT_STORE_TIMEOUT
-    fingerprint: Literal["content", "id"] = "content"
+    fingerprint: Fingerprint = "content"
     refresh: RefreshMode = "inline"
     ceiling: Trigger | None = None
     on_evict: Hook | None = None
@@ -166,64 +207,127 @@ class CompressorSettings:
     on_cache_hit: Hook | None = None
     on_error: Hook | None = None
 
-    def checked(self) -> Derived:
-        """Check every setting, in the order the compressor documents, through the groups
-        every front door checks its settings with, and derive the rest.
+    def check(self) -> CompressorSettings:
+        """Check every setting with its check in :data:`CHECKS`, in the order the compressor
+        documents, then each against the others (:data:`CROSS_CHECKS`).
 
         Returns:
-            What the settings resolve to, holding the checked settings (numbers as the checks
-            return them).
+            The checked settings, each as its check returns it (seconds as floats, a strategy's
+            shortcut name resolved, the default prompts filled in).
 
         Raises:
             ConfigurationError: For any invalid setting, naming it.
         """
-        check_summarizer(self.summarizer)  # reads its signature: once per settings
-        trigger, keep = resolve_policies(self.trigger, self.keep)
-        strategy = resolve_strategy(self.strategy)
-        summary = SummaryFormat(
-            max_summary_tokens=self.max_summary_tokens,
-            prompts=self.prompts,
-            token_counter=self.token_counter,
-            message_overhead=self.message_overhead,
-            summary_role=self.summary_role,
-            summary_template=self.summary_template,
-            max_input_tokens=self.max_input_tokens,
+        settings = CompressorSettings(
+            **{name: check(getattr(self, name)) for name, check in CHECKS.items()}
         )
-        cache = CacheOptions(
-            namespace=self.namespace,
-            ttl=self.ttl,
-            checkpoints=self.checkpoints,
-            reuse_entries=self.reuse_entries,
-            fingerprint=self.fingerprint,
-            summarizer_id=self.summarizer_id,
+        for cross_check in CROSS_CHECKS:
+            cross_check(settings)
+        return settings
+
+    def checked(self) -> Derived:
+        """Check every setting (see :meth:`check`) and derive the rest.
+
+        Returns:
+            What the settings resolve to, holding the checked settings.
+
+        Raises:
+            ConfigurationError: For any invalid setting, naming it.
+        """
+        settings = self.check()
+        trigger, keep = resolve_policies(settings.trigger, settings.keep)
+        strategy = cast("Strategy", settings.strategy)  # resolved by its check
+        prompts = settings.prompts or Prompts()
+        budget = settings.max_summary_tokens
+        count = _counting(settings.token_counter)
+        prompt = (
+            prompt_tokens(prompts, budget, count) if settings.max_input_tokens is not None else 0
         )
-        timeouts = Timeouts(self.summarizer_timeout, self.store_timeout)
-        ErrorHandling(self.on_summarizer_error, self.on_store_error, self.on_over_budget)
-        coordination = Coordination(self.lock_wait, self.lease_ttl, self.single_writer)
-        Refresh(self.refresh, self.ceiling, trigger)
-        hooks = Hooks(self.on_evict, self.on_compress, self.on_cache_hit, self.on_error)
-        settings = dataclasses.replace(
-            self,
-            ttl=cache.ttl,
-            summarizer_timeout=timeouts.summarizer_timeout,
-            store_timeout=timeouts.store_timeout,
-            lock_wait=coordination.lock_wait,
-            lease_ttl=coordination.lease_ttl,
-        )
-        count = _counting(self.token_counter)
         return Derived(
             settings=settings,
             trigger=trigger,
             keep=keep,
             strategy=strategy,
-            prompts=summary.resolved_prompts,
+            prompts=prompts,
             count=count,
-            bound=summary.bound(count, sends_previous=sends_previous(strategy)),
-            summarizer_id=cache.summarizer_id or summarizer_name(self.summarizer),
-            by_id=cache.by_id,
-            hooks=hooks.pick("on_evict", "on_compress", "on_cache_hit", "on_error"),
-            ceiling=self.ceiling if self.refresh == "background" else None,
+            bound=InputBound(
+                input_limit(settings.max_input_tokens, budget, prompt),
+                reserve=budget,
+                prompt_tokens=prompt,
+                sends_previous=sends_previous(strategy),
+                count=count,
+                overhead=settings.message_overhead,
+            ),
+            summarizer_id=settings.summarizer_id or summarizer_name(settings.summarizer),
+            by_id=settings.fingerprint == "id",
+            hooks={name: getattr(settings, name) for name in HOOKS},
+            ceiling=settings.ceiling if settings.refresh == "background" else None,
         )
+
+
+HOOKS = ("on_evict", "on_compress", "on_cache_hit", "on_error")
+"""The compressor's hooks, by the names it calls them."""
+
+CHECKS: dict[str, Check] = {
+    "summarizer": check_summarizer,  # reads its signature: once per settings
+    "trigger": named(check_trigger, "trigger"),
+    "keep": check_keep,
+    "strategy": resolve_strategy,
+    "max_summary_tokens": named(positive_int, "max_summary_tokens"),
+    "max_input_tokens": check_max_input_tokens,
+    "prompts": check_prompts,
+    "token_counter": check_token_counter,
+    "message_overhead": check_message_overhead,
+    "summary_role": choice("summary_role", SUMMARY_ROLES),
+    "summary_template": lambda template: check_template(
+        "summary_template", template, start=0, end=0, count=0
+    ),
+    "namespace": check_namespace,
+    "ttl": validate_ttl,
+    "checkpoints": named(positive_int, "checkpoints"),
+    "summarizer_timeout": named(check_seconds_or_none, "summarizer_timeout"),
+    "on_summarizer_error": choice("on_summarizer_error", OnSummarizerError),
+    "on_store_error": choice("on_store_error", OnStoreError),
+    "on_over_budget": choice("on_over_budget", OnOverBudget),
+    "summarizer_id": check_summarizer_id,
+    "reuse_entries": choice("reuse_entries", ReuseEntries),
+    "lock_wait": check_lock_wait,
+    "lease_ttl": check_lease_ttl,
+    "single_writer": named(check_flag, "single_writer"),
+    "store_timeout": named(check_seconds_or_none, "store_timeout"),
+    "fingerprint": choice("fingerprint", Fingerprint),
+    "refresh": choice("refresh", RefreshMode),
+    "ceiling": named(check_trigger, "ceiling"),
+    **{hook: named(check_callable, hook) for hook in HOOKS},
+}
+"""Each setting's check, by name, in the order the compressor documents them: it takes the
+value and returns it normalised, or raises :class:`ConfigurationError` naming the setting."""
+
+
+def _input_room(settings: CompressorSettings) -> None:
+    """A bound on one summarizer call's input leaves room for the prompt and two budgets."""
+    if isinstance(settings.max_input_tokens, int):
+        budget = settings.max_summary_tokens
+        prompt = prompt_tokens(settings.prompts or Prompts(), budget, settings.token_counter)
+        check_input_room(settings.max_input_tokens, budget, prompt)
+
+
+def _policies(settings: CompressorSettings) -> None:
+    """The keep policy stays below the trigger (hysteresis), the defaults filled in."""
+    resolve_policies(settings.trigger, settings.keep)
+
+
+def _refresh_ceiling(settings: CompressorSettings) -> None:
+    """A background refresh has a ceiling, above the trigger; an inline one has none."""
+    check_ceiling(settings.refresh, settings.ceiling, default_trigger(settings.trigger))
+
+
+CROSS_CHECKS: tuple[Callable[[CompressorSettings], None], ...] = (
+    _policies,
+    _input_room,
+    _refresh_ceiling,
+)
+"""The checks of a setting against another, run on the settings each checked alone."""
 
 
 async def _no_summarizer(messages: Any, context: Any) -> str:
@@ -234,6 +338,16 @@ DEFAULTS = CompressorSettings(_no_summarizer)
 """Every compressor setting's default, typed: a front door taking a setting writes its default
 as ``DEFAULTS.lease_ttl`` (say), so that each default is written once, in
 :class:`CompressorSettings`."""
+
+
+def check_fields(**values: Unpack[CompressorOptions]) -> CompressorOptions:
+    """The compressor settings a front door takes, each checked as the compressor checks it
+    (:data:`CHECKS`) and returned normalised, by name.
+
+    Raises:
+        ConfigurationError: For the first invalid one, naming it.
+    """
+    return cast("CompressorOptions", {name: CHECKS[name](value) for name, value in values.items()})
 
 
 def _counting(token_counter: TokenCounter) -> TokenCounter:
