@@ -44,12 +44,16 @@ DIFFERS_ON_PURPOSE: dict[tuple[str, str, str], str] = {
     ("slimcache/frameworks/settings.py", "AgentSettings", "trigger"): "LangChain's trigger",
     ("slimcache/frameworks/settings.py", "AgentSettings", "keep"): "LangChain's keep",
     ("slimcache/frameworks/settings.py", "AgentSettings", "on_summarizer_error"): "degrade",
+    # A size (("messages", 80), ...), which the integration turns into the compressor's ceiling.
+    ("slimcache/frameworks/settings.py", "AgentSettings", "ceiling"): "a size",
 }
 
 # Where a literal given to a setting's name is no default at all, by (module, where).
 NOT_A_DEFAULT: dict[tuple[str, str], str] = {
     # None: the setting the snapshot holds.
     ("slimcache/recipes/conversation_compressor.py", "ConversationCompressor.deserialize"): "",
+    # None: no ceiling size to read; the function only asks whether a size is a fraction.
+    ("slimcache/frameworks/sizes.py", "needs_context_size"): "",
 }
 
 

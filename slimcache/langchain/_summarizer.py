@@ -254,7 +254,7 @@ def as_langchain_summarizer(
     summarizer: Summarizer | CachedSummarizer,
     *,
     max_summary_tokens: int = DEFAULTS.max_summary_tokens,
-    prompts: Prompts | None = None,
+    prompts: Prompts | None = DEFAULTS.prompts,
 ) -> Runnable[list[AnyMessage], str]:
     """Make a slimcache summarizer LangChain's ``SummarizationMiddleware(summarizer=...)``.
 
