@@ -57,12 +57,13 @@ TRIGGER, KEEP = 20, 10
 BURST_MESSAGES = 60
 ROLLING_MESSAGES = 48
 ROLLING_STEP = 2
-# Generous: waiting for the holder is what these tests exercise, never giving up on it.
-LOCK_WAIT = 30.0
-LEASE_TTL = 10.0
 # Every store call, the stores' and the compressors' bound alike: 64 tasks taking turns on one
 # lease row, in processes a busy machine runs by turns, can wait seconds for one statement.
-STORE_TIMEOUT = 60.0
+STORE_TIMEOUT = 30.0
+# Generous: waiting for the holder is what these tests exercise, never giving up on it. A lease
+# outlives any store call its holder makes, as the defaults have it (10 s beside 5 s).
+LOCK_WAIT = 60.0
+LEASE_TTL = 2 * STORE_TIMEOUT
 SUMMARIZER_DELAY = 0.075
 FAIL_DELAY = 1.0
 # Starting the workers, or one job; only reached when something hangs.
