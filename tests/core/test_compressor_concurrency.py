@@ -57,9 +57,13 @@ TRIGGER, KEEP = 20, 10
 BURST_MESSAGES = 60
 ROLLING_MESSAGES = 48
 ROLLING_STEP = 2
-# Generous: waiting for the holder is what these tests exercise, never giving up on it.
-LOCK_WAIT = 30.0
-LEASE_TTL = 10.0
+# Every store call, the stores' and the compressors' bound alike: 64 tasks taking turns on one
+# lease row, in processes a busy machine runs by turns, can wait seconds for one statement.
+STORE_TIMEOUT = 30.0
+# Generous: waiting for the holder is what these tests exercise, never giving up on it. A lease
+# outlives any store call its holder makes, as the defaults have it (10 s beside 5 s).
+LOCK_WAIT = 60.0
+LEASE_TTL = 2 * STORE_TIMEOUT
 SUMMARIZER_DELAY = 0.075
 FAIL_DELAY = 1.0
 # Starting the workers, or one job; only reached when something hangs.
@@ -195,6 +199,7 @@ class WorkerPool:
                         "keep": KEEP,
                         "lock_wait": LOCK_WAIT,
                         "lease_ttl": LEASE_TTL,
+                        "store_timeout": STORE_TIMEOUT,
                         "delay": SUMMARIZER_DELAY,
                         "fail_first": worker == fail_first_worker,
                         "fail_delay": FAIL_DELAY,
@@ -242,13 +247,15 @@ async def _create_table(url: str, table: str) -> None:
 def pool(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[WorkerPool]:
-    """Workers on a fresh key prefix of the Redis server, or a fresh table of PostgreSQL."""
+    """Workers on a fresh key prefix of the Redis server, or a fresh table of PostgreSQL,
+    whose store calls may take ``STORE_TIMEOUT`` seconds."""
     name: str = request.param
     server = request.getfixturevalue(f"{name}_server")
+    options: dict[str, Any] = {"timeout": STORE_TIMEOUT}
     if name == "redis":
-        options: dict[str, Any] = {"prefix": f"slimcache-test:{uuid.uuid4().hex}:"}
+        options["prefix"] = f"slimcache-test:{uuid.uuid4().hex}:"
     else:
-        options = {"table": f"t_{uuid.uuid4().hex}"}
+        options["table"] = f"t_{uuid.uuid4().hex}"
         # Made here: four processes creating it at once would race.
         asyncio.run(_create_table(server.url, options["table"]))
     workers = WorkerPool(name, server.url, options, tmp_path_factory.mktemp(f"workers-{name}"))

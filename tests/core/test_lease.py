@@ -259,12 +259,19 @@ async def test_a_request_whose_write_times_out_does_not_also_wait_on_the_release
         store.frozen = True
         return "summary"
 
-    compressor = make(summarize, store, store_timeout=1.0)
+    bound = 1.0
+    compressor = make(summarize, store, store_timeout=bound)
     started = time.monotonic()
     with pytest.raises(StoreError, match="timed out"):
         await compressor.compress(chat(30), thread_id="t")
-    # One bound for the failed write, not a second one for releasing the lease.
-    assert time.monotonic() - started < 1.7
+    # One bound for the failed write, not a second one for releasing the lease: all the rest
+    # of the second bound is slack for a busy machine.
+    assert time.monotonic() - started < 2 * bound
     store.frozen = False
-    await asyncio.sleep(0.5)  # the release, retried in the background, now goes through
-    assert await store.get(ThreadKeys("t").lease) is None
+    # The release, retried in the background, now goes through (looked for up to 30 s).
+    lease = ThreadKeys("t").lease
+    for _ in range(600):
+        if await store.get(lease) is None:
+            break
+        await asyncio.sleep(0.05)
+    assert await store.get(lease) is None

@@ -31,22 +31,33 @@ from slimcache.testing import StoreFactory
 from tests.fakes import RecordingSummarizer
 from tests.servers.sqlite_files import sqlite_url
 from tests.workers.clock_worker import compressor_options, conversation
+from tests.workers.signals import signalling_lease_wait
 
 pytestmark = pytest.mark.servers
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_TTL = 1.0
 # Long enough that waiting it out fails every bound below.
-LOCK_WAIT = 15.0
-# The waiter polls at most every 0.5 s, then summarizes and commits: room for that on a busy
-# machine. The bound is what the tests hold; it stays far below LOCK_WAIT.
-MARGIN = 3.0
+LOCK_WAIT = 60.0
+# The waiter polls at most every 0.5 s, then summarizes and commits: room for that on a machine
+# busy with other work, where a process waits its turn for a core. The bound is what the tests
+# hold; it stays far below LOCK_WAIT.
+MARGIN = 10.0
 BOUND = LEASE_TTL + WATCH_SLACK + MARGIN
-WORKER_TIMEOUT = 60.0
+# Seconds a live holder summarizes once a waiter waits for it: longer than the waiter watches
+# one value, so only the holder's renewals keep the waiter off.
+HOLD = 3 * LEASE_TTL + WATCH_SLACK
+# Beyond LOCK_WAIT: a waiter that sat it out is reported as such, not as a silent worker.
+WORKER_TIMEOUT = 120.0
+# The lease of the workers checking single flight once the stray lease is gone: long enough
+# that a holder's lease outlives its summarizing and commit on a busy machine.
+SINGLE_FLIGHT_TTL = 10.0
 
 
-def _compressor(summarizer: RecordingSummarizer, store: Store) -> SummarizeCompressor:
-    return SummarizeCompressor(summarizer, store, **compressor_options(LEASE_TTL, LOCK_WAIT))
+def _compressor(
+    summarizer: RecordingSummarizer, store: Store, lease_ttl: float = LEASE_TTL
+) -> SummarizeCompressor:
+    return SummarizeCompressor(summarizer, store, **compressor_options(lease_ttl, LOCK_WAIT))
 
 
 async def _timed(compressor: SummarizeCompressor, thread: str) -> tuple[CompressionResult, float]:
@@ -61,7 +72,7 @@ async def _single_flight_holds(store: Store, *threads: str) -> None:
     longer = conversation(50)
     await asyncio.gather(
         *(
-            _compressor(summarizer, store).compress(longer, thread_id=thread)
+            _compressor(summarizer, store, SINGLE_FLIGHT_TTL).compress(longer, thread_id=thread)
             for thread in threads
             for _ in range(4)
         )
@@ -230,17 +241,21 @@ async def test_a_live_holder_whose_clock_is_a_minute_behind_keeps_its_lease(
     shared_store: dict[str, Any], opened: Store, tmp_path: Path
 ) -> None:
     thread = f"slow-{uuid.uuid4().hex}"
-    calls_log = tmp_path / "calls.log"
-    # The holder summarizes for longer than a waiter watches one value (lease_ttl +
-    # WATCH_SLACK): only its renewals, which change the value, keep the waiter off.
+    calls_log, waiting = tmp_path / "calls.log", tmp_path / "waiting"
+    # Once the waiter waits, the holder summarizes for longer than a waiter watches one value
+    # (lease_ttl + WATCH_SLACK): only its renewals, which change the value, keep the waiter off.
     holder = _start_worker(
-        shared_store, thread, -60, "hold", delay=3 * LEASE_TTL + WATCH_SLACK, calls_log=calls_log
+        shared_store, thread, -60, "hold", delay=HOLD, calls_log=calls_log, after=waiting
     )
     try:
         await _until_summarizing(holder)
         waiter = RecordingSummarizer()
         compressor = _compressor(waiter, opened)
-        result = await compressor.compress_detailed(conversation(), thread_id=thread)
+        result = await signalling_lease_wait(
+            compressor,
+            waiting,
+            compressor.compress_detailed(conversation(), thread_id=thread),
+        )
         assert await asyncio.to_thread(holder.wait, WORKER_TIMEOUT) == 0
     finally:
         if holder.poll() is None:
@@ -266,25 +281,33 @@ async def test_on_a_store_that_expires_leases_itself_no_clock_error_takes_a_live
 ) -> None:
     holder_offset, waiter_offset = _CLOCK_PAIRS[clocks]
     thread = f"clocks-{uuid.uuid4().hex}"
-    calls_log, go = tmp_path / "calls.log", tmp_path / "go"
+    calls_log, go, waiting = tmp_path / "calls.log", tmp_path / "go", tmp_path / "waiting"
     workers: list[subprocess.Popen[str]] = []
     try:
         # The waiter boots first, so that it reaches the lease while the holder summarizes.
         waiter = _start_worker(
-            shared_store, thread, waiter_offset, "hold", calls_log=calls_log, label="waiter", go=go
+            shared_store,
+            thread,
+            waiter_offset,
+            "hold",
+            calls_log=calls_log,
+            label="waiter",
+            go=go,
+            waiting=waiting,
         )
         workers.append(waiter)
         assert await _said(waiter) == "ready"
-        # The holder summarizes for longer than a waiter watches one value: only its renewals
-        # keep the waiter off.
+        # Once the waiter waits, the holder summarizes for longer than a waiter watches one
+        # value: only its renewals keep the waiter off.
         holder = _start_worker(
             shared_store,
             thread,
             holder_offset,
             "hold",
-            delay=3 * LEASE_TTL + WATCH_SLACK,
+            delay=HOLD,
             calls_log=calls_log,
             label="holder",
+            after=waiting,
         )
         workers.append(holder)
         await _until_summarizing(holder)

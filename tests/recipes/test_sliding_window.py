@@ -8,6 +8,7 @@ import itertools
 import logging
 import subprocess
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -503,19 +504,25 @@ async def test_clear_deletes_the_history_once(sqlite_store_factory: MakeStore) -
 async def test_a_store_failure_in_clear_is_the_store_calls_own_error(
     redis_server: RedisServer, redis_store_factory: MakeStore
 ) -> None:
-    store = await redis_store_factory(timeout=0.2)
-    window = SlidingWindow("frozen", 2, RecordingSummarizer(), store, batch=2, store_timeout=0.2)
+    # The window is written and cleared through a store with the default bound, which a busy
+    # machine does not run out; only the call on the frozen server has a short one.
+    prefix = f"frozen-{uuid.uuid4().hex}:"
+    store = await redis_store_factory(prefix=prefix)
+    window = SlidingWindow("frozen", 2, RecordingSummarizer(), store, batch=2)
     await window.push_many(turns(5))
+    hasty = await redis_store_factory(prefix=prefix, timeout=0.2)
+    frozen = SlidingWindow("frozen", 2, RecordingSummarizer(), hasty, batch=2, store_timeout=0.2)
     redis_server.freeze()
     try:
         with pytest.raises(StoreTimeout) as caught:
-            await window.clear()
+            await frozen.clear()
     finally:
         redis_server.thaw()
     # The Redis store's own error, passed on as it is: not wrapped in another StoreError.
     assert type(caught.value) is StoreTimeout
     assert str(caught.value).startswith("Redis GET of key 'thread_frozen:")
     assert not isinstance(caught.value.__cause__, StoreError)
+    assert len(await window.get_messages()) > 0  # the failed clear cleared nothing
     await window.clear()
     assert await window.get_messages() == []
 

@@ -7,11 +7,13 @@ by that much, as on a machine whose clock is wrong. Monotonic clocks are left al
 
 The worker opens the store from ``--store`` (JSON: ``{"url": ..., "options": {...}}``) and
 compresses :func:`conversation` once on ``--thread``. With ``--go``, it first reads the store
-once (connected), prints ``ready`` and waits for that file to appear. Its summarizer prints
-``summarizing`` and then, with ``--mode die``, ends the process at once, holding the thread's
-lease; with ``--mode hold`` it sleeps ``--delay`` seconds (renewing the lease all the while),
-appends one line ``"<start>-<end> <label>\n"`` to ``--calls-log`` (``--label``: ``worker``),
-and answers. Last, the worker prints ``done <outcome> <lease waits>``.
+once (connected), prints ``ready`` and waits for that file to appear. With ``--waiting``, it
+creates that file as soon as its compressor waits for the thread's lease (or is done).
+Its summarizer prints ``summarizing`` and then, with ``--mode die``, ends the process at once,
+holding the thread's lease; with ``--mode hold`` it waits for the ``--after`` file, if given
+(another worker's ``--waiting``), sleeps ``--delay`` seconds (renewing the lease all the
+while), appends one line ``"<start>-<end> <label>\n"`` to ``--calls-log`` (``--label``:
+``worker``), and answers. Last, the worker prints ``done <outcome> <lease waits>``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import Any
 SUMMARIZER_ID = "clock-worker"
 TRIGGER = 20
 KEEP = 10
+# Seconds to wait for a file another process creates: only reached when something hangs.
+SIGNAL_TIMEOUT = 120.0
 
 
 def _shift_clock(offset: float) -> None:
@@ -62,7 +66,7 @@ def compressor_options(lease_ttl: float, lock_wait: float) -> dict[str, Any]:
 async def _run(args: argparse.Namespace) -> None:
     from slimcache import Message, SummarizeCompressor, SummaryContext, open_store
     from slimcache.stores import SupportsClose
-    from tests.workers.signals import wait_for
+    from tests.workers.signals import signalling_lease_wait, wait_for
 
     spec = json.loads(args.store)
     store = open_store(spec["url"], **spec["options"])
@@ -71,6 +75,8 @@ async def _run(args: argparse.Namespace) -> None:
         print("summarizing", flush=True)
         if args.mode == "die":
             os._exit(0)
+        if args.after is not None:
+            await wait_for(args.after, timeout=SIGNAL_TIMEOUT)
         await asyncio.sleep(args.delay)
         fd = os.open(args.calls_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.write(fd, f"{context.start}-{context.end} {args.label}\n".encode())
@@ -83,8 +89,11 @@ async def _run(args: argparse.Namespace) -> None:
     if args.go is not None:
         await store.get("clock-worker:warm-up")
         print("ready", flush=True)
-        await wait_for(args.go, timeout=60.0)
-    result = await compressor.compress_detailed(conversation(), thread_id=args.thread)
+        await wait_for(args.go, timeout=SIGNAL_TIMEOUT)
+    call = compressor.compress_detailed(conversation(), thread_id=args.thread)
+    if args.waiting is not None:
+        call = signalling_lease_wait(compressor, args.waiting, call)
+    result = await call
     print(f"done {result.outcome} {compressor.stats.lease_waits}", flush=True)
     if isinstance(store, SupportsClose):
         await store.aclose()
@@ -103,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--calls-log", default=os.devnull)
     parser.add_argument("--label", default="worker")
     parser.add_argument("--go", default=None)
+    parser.add_argument("--waiting", default=None)
+    parser.add_argument("--after", default=None)
     args = parser.parse_args(argv)
     _shift_clock(args.offset)
     asyncio.run(_run(args))

@@ -1,4 +1,5 @@
-"""How a worker program and the test that started it talk: JSON lines out, a file to go."""
+"""How a worker program and the test that started it talk: JSON lines out, a file to go, and a
+file saying that a compressor waits for another worker's lease."""
 
 from __future__ import annotations
 
@@ -6,10 +7,17 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["emit", "wait_for"]
+if TYPE_CHECKING:
+    # Only named: a worker whose clock is shifted imports slimcache after the shift.
+    from slimcache import SummarizeCompressor
+
+__all__ = ["emit", "signalling_lease_wait", "wait_for"]
+
+_T = TypeVar("_T")
 
 
 def emit(message: Mapping[str, Any]) -> None:
@@ -20,6 +28,10 @@ def emit(message: Mapping[str, Any]) -> None:
 
 def _exists(path: str) -> bool:
     return os.path.exists(path)
+
+
+def _touch(path: str | Path) -> None:
+    Path(path).touch()
 
 
 async def wait_for(path: str, timeout: float) -> None:
@@ -34,3 +46,31 @@ async def wait_for(path: str, timeout: float) -> None:
         if loop.time() > deadline:
             raise TimeoutError(f"{path} did not appear within {timeout:g}s")
         await asyncio.sleep(0.005)
+
+
+async def signalling_lease_wait(
+    compressor: SummarizeCompressor, path: str | Path, call: Awaitable[_T]
+) -> _T:
+    """Await ``call`` of ``compressor``; create ``path`` as soon as the compressor waits for
+    another worker's lease, or once ``call`` ended without waiting (so that nobody waits for
+    the file in vain).
+
+    A holder that waits for ``path`` before it finishes is then surely watched by a waiter,
+    however late the machine lets the waiter reach the lease.
+    """
+    before = compressor.stats.lease_waits
+
+    async def watch() -> None:
+        # The counters have no event to wait on: they are read every few milliseconds.
+        while True:
+            if compressor.stats.lease_waits != before:
+                _touch(path)
+                return
+            await asyncio.sleep(0.005)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await call
+    finally:
+        watcher.cancel()
+        _touch(path)

@@ -765,7 +765,7 @@ async def test_reads_of_a_frozen_server_end_at_the_bound_and_recover(
     finally:
         redis_server.thaw()
     assert all(isinstance(o, StoreTimeout) for o in outcomes), outcomes
-    assert waited < 1.0 + 0.5
+    assert waited < 1.0 + 1.0  # the store's bound, and slack for a loaded machine
     # Nothing of the abandoned pipeline is read as another call's reply afterwards.
     again = await asyncio.wait_for(asyncio.gather(*(store.get(f"k{i}") for i in range(10))), GUARD)
     assert again == [f"v{i}" for i in range(10)]
