@@ -48,12 +48,13 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "base",
         "the exception types; the helper that gives public names their public module; the "
-        "list of what the process remembers; the pip install that adds an extra",
+        "list of what the process remembers; the pip install that adds an extra; the version",
         (
             "slimcache._exceptions",
             "slimcache._install",
             "slimcache._public",
             "slimcache._process",
+            "slimcache._version",
         ),
     ),
     Layer(

@@ -22,6 +22,7 @@ from slimcache._exceptions import (
     SummarizerError,
 )
 from slimcache._public import publish as _publish
+from slimcache._version import VERSION
 from slimcache.core.compressor import DEFAULT_SUMMARY_TEMPLATE, SummarizeCompressor
 from slimcache.core.policy import (
     AnyOf,
@@ -72,7 +73,7 @@ from slimcache.recipes.trim import TrimCompressor, TrimResult
 from slimcache.recipes.window_memory import ConversationWindowMemory, TokenWindowMemory
 from slimcache.stores import MemoryStore, Store, open_store
 
-__version__ = "0.2.0"
+__version__ = VERSION
 
 __all__ = [
     "DEFAULT_CONDENSE_PROMPT",

@@ -11,6 +11,7 @@ import os
 from typing import TYPE_CHECKING, NoReturn
 
 from slimcache._exceptions import ConfigurationError
+from slimcache._version import VERSION
 from slimcache.stores.protocol import Store, SupportsClose
 from slimcache.stores.registry import open_store
 
@@ -85,9 +86,7 @@ def installed_version() -> str:
     try:
         return importlib.metadata.version("slimcache")
     except importlib.metadata.PackageNotFoundError:
-        from slimcache import __version__
-
-        return f"{__version__} (not installed)"
+        return f"{VERSION} (not installed)"
 
 
 def open_url(url: str) -> Store:
