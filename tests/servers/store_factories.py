@@ -188,6 +188,9 @@ async def dynamodb_store_factory(
     async def open_store(table: str | None = None, **options: Any) -> DynamoDBStore:
         for name, value in dynamodb_server.client_options.items():
             options.setdefault(name, value)
+        # The test server answers one request at a time (see tests.servers.dynamodb_server): on
+        # a loaded machine a call can queue behind others for longer than the default 5 s.
+        options.setdefault("timeout", 20.0)
         return DynamoDBStore.from_url(f"dynamodb://{table or unique_table_name()}", **options)
 
     async with closing_stores(open_store) as make:

@@ -536,6 +536,7 @@ def job(thread: str, calls_log: Path, go: Path) -> dict[str, Any]:
         "keep": KEEP,
         "lock_wait": 30.0,
         "lease_ttl": 10.0,
+        "store_timeout": 30.0,
         "delay": 0.2,
         "fail_first": False,
         "fail_delay": 1.0,
