@@ -41,7 +41,9 @@ class ScriptedModel(Model):
     def structured_output(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
 
-    async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
         if self.limit is not None and len(messages) > self.limit:
             self.overflows += 1
             raise ContextWindowOverflowException(f"{len(messages)} messages")
@@ -49,7 +51,7 @@ class ScriptedModel(Model):
         yield {"messageStart": {"role": "assistant"}}
         last = messages[-1]["content"]
         asked = " ".join(block["text"] for block in last if "text" in block)
-        if "weather" in asked.lower() and kwargs.get("tool_specs"):
+        if "weather" in asked.lower() and tool_specs:
             call = {"toolUse": {"name": "weather", "toolUseId": f"t{len(self.seen)}"}}
             yield {"contentBlockStart": {"start": call}}
             delta = {"toolUse": {"input": json.dumps({"city": "Lisbon"})}}
