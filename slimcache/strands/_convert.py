@@ -9,8 +9,6 @@ one each; a result that answers no such call (a stray one) and every other block
 other media are parts naming their kind and a digest of their bytes, so that an edited
 attachment changes the fingerprint.
 
-:func:`from_strands` also returns the message each dict came from, so a summary's end, in
-dicts, is found again in the agent's messages.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["from_strands", "message_end"]
+__all__ = ["from_strands"]
 
 
 def _digest(value: object) -> str:
@@ -128,27 +126,17 @@ def _user(blocks: Sequence[Mapping[str, Any]], open_calls: set[str]) -> list[dic
     return dicts
 
 
-def from_strands(messages: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
-    """The dicts for Strands ``messages``, and the index of the message each came from."""
+def from_strands(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The dicts for Strands ``messages``."""
     dicts: list[dict[str, Any]] = []
-    origins: list[int] = []
     open_calls: set[str] = set()
-    for index, message in enumerate(messages):
+    for message in messages:
         blocks = message.get("content") or ()
         if message.get("role") == "assistant":
-            made = [_assistant(blocks)]
-            open_calls = {call["id"] for call in made[0].get("tool_calls", ())}
+            turn = _assistant(blocks)
+            open_calls = {call["id"] for call in turn.get("tool_calls", ())}
+            dicts.append(turn)
         else:
-            made = _user(blocks, open_calls)
+            dicts.extend(_user(blocks, open_calls))
             open_calls = set()
-        dicts.extend(made)
-        origins.extend([index] * len(made))
-    return dicts, origins
-
-
-def message_end(origins: Sequence[int], end: int) -> int | None:
-    """How many messages the dicts up to ``end`` (inclusive) stand for, or ``None`` when the
-    dict at ``end`` is not the last of its message (part of the message would be left)."""
-    if end + 1 < len(origins) and origins[end + 1] == origins[end]:
-        return None
-    return origins[end] + 1
+    return dicts

@@ -6,10 +6,11 @@ Imported on first use by :mod:`slimcache.strands`, as it subclasses Strands'
 
 A Strands manager reduces ``agent.messages`` in place and is never handed the messages it
 removed: once it has, the agent's messages are the summary and the messages after it, and the
-session (``removed_message_count``) tells how many it stands for. So the thread's messages
-are summarized in stretches: the first from the thread's first message, under the thread; each
-later one from the summary that stands for the first ``n`` messages, under the thread id and
-``@n``. Every agent that reaches the same point of the same session asks for the same stretch,
+session's ``removed_message_count`` tells how many it stands for. So each reduction hands the
+kit's span summaries (:meth:`~slimcache.frameworks.compression.AgentCompression.summarize_span`)
+exactly what Strands removes: the first, the thread's first messages, from 0; each later one,
+the previous summary and the messages after it, from the number of messages that summary
+stands for. Every agent that reaches the same point of the same session asks for the same span,
 and is served it from the store.
 """
 
@@ -29,14 +30,13 @@ from strands.types.exceptions import ContextWindowOverflowException
 
 from slimcache._exceptions import ConfigurationError, InvalidInput
 from slimcache.core.summarizer import Summarizer
-from slimcache.frameworks.compression import CompressionOwner
+from slimcache.frameworks.compression import AgentCompression, CompressionOwner
 from slimcache.frameworks.settings import SettingsSignature, settings_from
 from slimcache.frameworks.summarizers import summarizer_for
 from slimcache.frameworks.threads import ThreadIds
 from slimcache.stores import Store
-from slimcache.strands._convert import from_strands, message_end
+from slimcache.strands._convert import from_strands
 from slimcache.strands._settings import StrandsOptions, StrandsSettings
-from slimcache.strands._span import span_compression, summarize_span
 from slimcache.strands._summarizer import StrandsSummarizer
 
 if TYPE_CHECKING:
@@ -88,10 +88,9 @@ class CachedSummarizingConversationManager(CompressionOwner, ConversationManager
             :class:`~slimcache.SummarizeCompressor` it passes on, with the compressor's meaning
             and default.
 
-    When the summarizer fails, ``on_summarizer_error="degrade"`` (the default) replaces the
-    longest stretch the store already holds a summary of, if any. When slimcache cannot
-    summarize the history (a shape no rule covers), nothing is replaced, with a warning once
-    per thread, counted in :attr:`uncompressible`. A reduction that replaces nothing raises
+    When the summarizer fails (``on_summarizer_error`` other than ``"raise"``), or slimcache
+    cannot summarize the history (a shape no rule covers; a warning once per thread, counted in
+    :attr:`uncompressible`), nothing is replaced. A reduction that replaces nothing raises
     Strands' ``ContextWindowOverflowException`` when Strands asked for it on an overflow, as
     Strands' manager does, and leaves the history as it is when it was proactive.
 
@@ -127,7 +126,7 @@ class CachedSummarizingConversationManager(CompressionOwner, ConversationManager
         self.uncompressible = 0
         """How many reductions replaced nothing because slimcache could not summarize the
         history."""
-        self._compression = span_compression(summarizer, store, settings)
+        self._compression = AgentCompression(summarizer, store, settings)
 
     # inspect.signature() and help() list each setting as a keyword, with its default.
     __signature__ = SettingsSignature(StrandsSettings)
@@ -186,14 +185,14 @@ class CachedSummarizingConversationManager(CompressionOwner, ConversationManager
             return "too few messages to summarize"
         count = adjust_split_point_for_tool_pairs(messages, count)
         thread = self._threads.of(agent)
-        if start and thread is not None:
-            thread = f"{thread}@{self.removed_message_count}"
-        dicts, origins = from_strands(messages[:count])
+        # The previous summary stands at the index of the first message it does not cover.
+        first = self.removed_message_count if start else 0
+        dicts = from_strands(messages[:count])
         try:
-            done = summarize_span(self._compression, dicts, thread)
+            result = self._compression.summarize_span_blocking(dicts, thread, start=first)
         except InvalidInput as exc:
             self.uncompressible += 1
-            if thread not in self._warned:
+            if str(thread) not in self._warned:
                 self._warned.add(str(thread))
                 logger.warning(
                     "%s: slimcache cannot summarize the messages of thread %s, so they are "
@@ -203,11 +202,11 @@ class CachedSummarizingConversationManager(CompressionOwner, ConversationManager
                     exc,
                 )
             return f"slimcache cannot summarize these messages: {exc}"
-        end = None if done is None else message_end(origins, done.end)
-        if done is None or end is None or end <= start:
-            return "no summary of these messages (see the summarizer's error)"
-        summary = {"role": "user", "content": [{"text": done.text}]}
-        self.removed_message_count += end - start
+        if result.summary is None:
+            return "the summarizer failed (see its warning)"
+        text = str(result.messages[0]["content"])
+        summary = {"role": "user", "content": [{"text": text}]}
+        self.removed_message_count += count - start
         self._summary_message = summary
-        messages[:] = [summary, *messages[end:]]
+        messages[:] = [summary, *messages[count:]]
         return None

@@ -152,48 +152,59 @@ def test_a_strands_model_writes_the_summaries() -> None:
     assert (summarizer.name, summarizer.provider) == ("strands:scripted", None)
 
 
-def test_a_failing_summarizer_degrades_to_what_is_cached(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_a_failing_summarizer_replaces_nothing(caplog: pytest.LogCaptureFixture) -> None:
     store = MemoryStore()
-    works = RecordingSummarizer()
-    first = CachedSummarizingConversationManager(works, store, thread_id="f")
-    agent = Agent(model=ScriptedModel(limit=LIMIT), callback_handler=None,
-                  conversation_manager=first)  # fmt: skip
-    for turn in range(7):
-        agent(f"Question {turn}")
-    assert len(works.calls) == 1
-    history = agent.messages
-
-    # A later agent whose summarizer fails: the cached summary still serves the overflow.
     fails = RecordingSummarizer(fail_with=RuntimeError("down"))
-    manager = CachedSummarizingConversationManager(fails, store, thread_id="f")
-    model = ScriptedModel(limit=LIMIT + 1)  # one reduction suffices
-    later = Agent(model=model, callback_handler=None, conversation_manager=manager)
-    later.messages[:] = [{"role": "user", "content": [{"text": f"Question {t // 2}"}]} if t % 2 == 0
-                         else {"role": "assistant", "content": [{"text": "Sure."}]}
-                         for t in range(14)]  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="slimcache"):
-        later("Question 7")
-    assert manager.stats.summarizer_errors >= 1
-    assert later.messages[0] == history[0]  # the summary the first agent made
-    assert "the summarizer failed" in caplog.text
+    history = [{"role": "user", "content": [{"text": f"Question {t // 2}"}]} if t % 2 == 0
+               else {"role": "assistant", "content": [{"text": "Sure."}]}
+               for t in range(12)]  # fmt: skip
 
-    # Nothing cached for a thread and the summarizer down: Strands' overflow, as its own.
-    nothing = CachedSummarizingConversationManager(fails, store, thread_id="none")
-    fresh = Agent(model=ScriptedModel(limit=LIMIT), callback_handler=None,
-                  conversation_manager=nothing)  # fmt: skip
-    fresh.messages[:] = later.messages[1:] + later.messages[1:]
+    # Proactive: best effort, the history stays as it was and the model is called.
+    manager = CachedSummarizingConversationManager(fails, store, thread_id="f")
+    agent = Agent(model=ScriptedModel(), callback_handler=None, conversation_manager=manager)
+    agent.messages[:] = [dict(m) for m in history]  # type: ignore[misc]
+    with caplog.at_level(logging.WARNING, logger="slimcache"):
+        manager.reduce_context(agent)
+    assert [m["content"] for m in agent.messages] == [m["content"] for m in history]
+    assert manager.stats.summarizer_errors == 1
+    assert "down" in caplog.text
+
+    # On an overflow: Strands' own exception, as its manager raises it.
+    agent = Agent(model=ScriptedModel(limit=LIMIT), callback_handler=None,
+                  conversation_manager=manager)  # fmt: skip
+    agent.messages[:] = [dict(m) for m in history]  # type: ignore[misc]
     with pytest.raises(ContextWindowOverflowException):
-        fresh("Question 8")
+        agent("Question 6")
     raising = CachedSummarizingConversationManager(
         fails, store, thread_id="r", on_summarizer_error="raise"
     )
-    fresh = Agent(model=ScriptedModel(limit=LIMIT), callback_handler=None,
+    agent = Agent(model=ScriptedModel(limit=LIMIT), callback_handler=None,
                   conversation_manager=raising)  # fmt: skip
-    fresh.messages[:] = later.messages[1:] + later.messages[1:]
+    agent.messages[:] = [dict(m) for m in history]  # type: ignore[misc]
     with pytest.raises(SummarizerError):
-        fresh("Question 8")
+        agent("Question 6")
+
+
+def test_a_history_slimcache_cannot_summarize_is_left_as_it_came(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    summarizer = RecordingSummarizer()
+    manager = CachedSummarizingConversationManager(summarizer, None, thread_id="odd")
+    agent = Agent(model=ScriptedModel(), callback_handler=None, conversation_manager=manager)
+    use = {"toolUse": {"toolUseId": "same", "name": "weather", "input": {}}}
+    history: list[Any] = [
+        {"role": "user", "content": [{"text": "Weather twice?"}]},
+        {"role": "assistant", "content": [use, use]},  # one id for two calls
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "same", "content": []}}]},
+    ] + [{"role": "user", "content": [{"text": str(n)}]} for n in range(10)]
+    agent.messages[:] = history
+    with caplog.at_level(logging.WARNING, logger="slimcache"):
+        manager.reduce_context(agent)
+        manager.reduce_context(agent)
+    assert agent.messages == history
+    assert manager.uncompressible == 2
+    assert caplog.text.count("cannot summarize") == 1  # once per thread
+    assert summarizer.calls == []
 
 
 def test_bad_arguments_raise_before_the_store_is_opened(tmp_path: Path) -> None:
