@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from slimcache._exceptions import ConfigurationError
 from slimcache.frameworks.settings import (
     DEFAULT_KEEP,
+    DEFAULT_TRIGGER,
     AgentOptions,
     AgentSettings,
     SummaryPlacement,
 )
-from slimcache.frameworks.sizes import ContextSize, TriggerSpec
 
 __all__ = ["StrandsOptions", "StrandsSettings"]
 
@@ -37,9 +37,10 @@ class StrandsSettings(AgentSettings):
     gives them.
 
     Strands decides when the history is reduced (a context window overflow, or
-    ``proactive_compression``) and how much of it goes: so ``trigger`` is ``None`` and
-    ``keep``, ``ceiling`` and ``refresh="background"`` are not taken, and the summary is a user
-    message, as Strands' own (``summary_placement="user"``).
+    ``proactive_compression``) and how much of it goes: so ``trigger``, ``keep``, ``ceiling``
+    and ``refresh="background"`` are not taken (``trigger`` and ``keep`` keep their defaults,
+    which nothing reads), and the summary is a user message, as Strands' own
+    (``summary_placement="user"``).
 
     Attributes:
         summary_ratio: The share of the agent's messages summarized at each reduction, from
@@ -53,8 +54,6 @@ class StrandsSettings(AgentSettings):
             :class:`~slimcache.frameworks.settings.AgentSettings` raises).
     """
 
-    trigger: TriggerSpec | None = None
-    keep: ContextSize = DEFAULT_KEEP
     summary_placement: SummaryPlacement = "user"
     summary_ratio: float = 0.3
     preserve_recent_messages: int = 10
@@ -73,7 +72,7 @@ class StrandsSettings(AgentSettings):
                 f"preserve_recent_messages must be a number of messages (0 or more), got {kept!r}"
             )
         decided = "Strands decides when the history is reduced and how much goes"
-        if self.trigger is not None:
+        if self.trigger != DEFAULT_TRIGGER:
             raise ConfigurationError(
                 f"trigger is not taken: {decided}; pass proactive_compression= to reduce it "
                 "before the context window fills"
