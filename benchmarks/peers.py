@@ -13,7 +13,12 @@ the input tokens they were sent::
   ``ProcessHistory``) against ``CachedSummarization``;
 - the OpenAI Agents SDK: ``OpenAIResponsesCompactionSession`` (over an ``SQLiteSession``, with a
   client whose ``responses.compact`` is the fake model: its history lives in the session, so each
-  request carries only the new message) against ``CachedSummarizationFilter``.
+  request carries only the new message) against ``CachedSummarizationFilter``;
+- Strands Agents: ``SummarizingConversationManager`` against
+  ``CachedSummarizingConversationManager``, each request a new agent restored from a
+  ``FileSessionManager`` (its history lives in the session), the agent's model overflowing past
+  ``TRIGGER`` messages and ``preserve_recent_messages`` the ``KEEP``; then a second worker, with
+  session files of its own (another region, a replay), serves the same conversations.
 
 The fake model counts ``ceil(characters / 4)`` input tokens of everything it is sent (prompt and
 transcript) and replies with the first 600 characters of the last message it was given. The
@@ -252,6 +257,76 @@ async def agents_pair(conversations: list[BenchConversation]) -> list[tuple[str,
     return results
 
 
+async def strands_pair(conversations: list[BenchConversation]) -> list[tuple[str, Meter]]:
+    from strands import Agent
+    from strands.agent.conversation_manager import SummarizingConversationManager
+    from strands.models.model import Model
+    from strands.session import FileSessionManager
+    from strands.types.exceptions import ContextWindowOverflowException
+
+    from slimcache import MemoryStore
+    from slimcache.strands import CachedSummarizingConversationManager
+
+    class Metered(Model):
+        """The agent's model (``meter`` ``None``: answers "ok", overflowing past the trigger)
+        or the summarizing one."""
+
+        def __init__(self, meter: Meter | None) -> None:
+            self.meter = meter
+
+        def update_config(self, **model_config: Any) -> None:
+            pass
+
+        def get_config(self) -> Any:
+            return {}
+
+        def structured_output(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        async def stream(
+            self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **k: Any
+        ) -> Any:
+            if self.meter is None:
+                if len(messages) > TRIGGER[1]:
+                    raise ContextWindowOverflowException(f"{len(messages)} messages")
+                reply = "ok"
+            else:
+                texts = [str(system_prompt or "")] + [
+                    str(block.get("text", "")) for m in messages for block in m["content"]
+                ]
+                reply = self.meter.reply(texts)
+            yield {"messageStart": {"role": "assistant"}}
+            yield {"contentBlockDelta": {"delta": {"text": reply}}}
+            yield {"contentBlockStop": {}}
+            yield {"messageStop": {"stopReason": "end_turn"}}
+
+    async def replay(make: Callable[[Model], Any], summarizer: Model, folder: str) -> None:
+        for conversation in conversations:
+            for end in user_turns(conversation):
+                # A worker per request: a new agent on the session's files.
+                session = FileSessionManager(session_id=conversation.id, storage_dir=folder)
+                agent = Agent(model=Metered(None), aux_model=summarizer, callback_handler=None,
+                              conversation_manager=make(summarizer),
+                              session_manager=session)  # fmt: skip
+                await agent.invoke_async(str(conversation.messages[end]["content"]))
+
+    results = []
+    store = MemoryStore()
+    for name, make in (
+        ("Strands SummarizingConversationManager",
+         lambda _: SummarizingConversationManager(preserve_recent_messages=KEEP[1])),
+        ("slimcache CachedSummarizingConversationManager",
+         lambda summarizer: CachedSummarizingConversationManager(
+             summarizer, store, preserve_recent_messages=KEEP[1])),
+    ):  # fmt: skip
+        for worker in ("", ", second worker"):
+            meter = Meter()
+            with tempfile.TemporaryDirectory() as folder:
+                await replay(make, Metered(meter), folder)
+            results.append((name + worker, meter))
+    return results
+
+
 async def main(count: int) -> None:
     dataset = load_chitchat()
     conversations = select_conversations(
@@ -260,13 +335,13 @@ async def main(count: int) -> None:
     requests = sum(len(user_turns(c)) for c in conversations)
     print(f"{len(conversations)} chitchat conversations, {requests} requests each, "
           f"trigger={TRIGGER}, keep={KEEP}")  # fmt: skip
-    print(f"{'framework option':<52}{'calls':>8}{'input tokens':>15}")
+    print(f"{'framework option':<62}{'calls':>8}{'input tokens':>15}")
     pairs: list[Callable[[list[BenchConversation]], Awaitable[list[tuple[str, Meter]]]]] = [
-        langchain_pair, pydantic_ai_pair, agents_pair,
+        langchain_pair, pydantic_ai_pair, agents_pair, strands_pair,
     ]  # fmt: skip
     for pair in pairs:
         for name, meter in await pair(conversations):
-            print(f"{name:<52}{meter.calls:>8,}{meter.input_tokens:>15,}")
+            print(f"{name:<62}{meter.calls:>8,}{meter.input_tokens:>15,}")
 
 
 if __name__ == "__main__":

@@ -100,6 +100,7 @@ LAYERS: tuple[Layer, ...] = (
             "slimcache.langchain",
             "slimcache.pydantic_ai",
             "slimcache.openai_agents",
+            "slimcache.strands",
         ),
     ),
     Layer("program", "python -m slimcache", ("slimcache.__main__",)),

@@ -19,6 +19,8 @@ from slimcache._install import pip_install
          "pydantic-ai"),
         ("slimcache.openai_agents", "CachedSummarizationFilter", "agents",
          "the OpenAI Agents SDK", "openai-agents"),
+        ("slimcache.strands", "CachedSummarizingConversationManager", "strands",
+         "Strands Agents 1.62 or later", "strands"),
     ],
 )  # fmt: skip
 def test_a_missing_framework_names_the_install_that_adds_it(
