@@ -8,6 +8,8 @@
   slimcache's event loop (awaited, or blocking for a sync hook), degrading to the last cached
   summary when the summarizer fails, counted in its stats, and where the summary went in the
   messages given.
+- :mod:`~slimcache.frameworks.spans`: exactly a given span of a thread summarized, cached by
+  its range, for a framework that hands over the very messages to summarize.
 - :mod:`~slimcache.frameworks.settings`: the settings every integration takes by keyword, as
   one frozen object (every setting of the compressor among them, by its keyword), and their
   place in each integration's signature.

@@ -15,7 +15,10 @@ failure is counted in ``stats.summarizer_errors``, and what was served so in the
 counters (the request once).
 
 :meth:`AgentCompression.compress` is awaited on the agent's loop;
-:meth:`AgentCompression.compress_blocking` is the same for a framework's sync hook.
+:meth:`AgentCompression.compress_blocking` is the same for a framework's sync hook. A
+framework that hands over exactly the messages to summarize has them summarized as a span of
+the thread, cached by its range (:meth:`AgentCompression.summarize_span`, and
+``summarize_span_blocking``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from slimcache.frameworks.sizes import (
     needs_context_size,
     trigger_policy,
 )
+from slimcache.frameworks.spans import SpanSummaries
 from slimcache.frameworks.stores import StoreHandle
 from slimcache.messages import Message
 from slimcache.stores import MemoryStore, Store
@@ -114,6 +118,7 @@ class AgentCompression:
             background=True,
         )
         self._handle = StoreHandle.of(store)
+        self._spans: SpanSummaries | None = None
 
     @property
     def settings(self) -> AgentSettings:
@@ -144,6 +149,8 @@ class AgentCompression:
         for compressor, cached_only in pairs:
             total.add(compressor.stats)
             total.add(dataclasses.replace(cached_only.stats, requests=0))
+        if self._spans is not None:
+            total.add(self._spans.stats)
         return total
 
     async def compress(
@@ -187,6 +194,50 @@ class AgentCompression:
         """
         pair = self._pair(context_size)
         return default_runner().run(self._run(pair, messages, thread_id))
+
+    async def summarize_span(
+        self, messages: Sequence[Message], thread_id: str | None, *, start: int = 0
+    ) -> CompressionResult:
+        """Summarize exactly ``messages``, messages ``start..`` of ``thread_id``, on
+        slimcache's loop, cached by their range (see :mod:`slimcache.frameworks.spans`).
+
+        For a framework that hands over the very messages to summarize: the same span again
+        is served from the store with no summarizer call, a span whose first messages were
+        summarized as a span of their own extends that summary with only the messages after
+        it, and workers asking for one span at once make one call. ``trigger``, ``keep``,
+        ``ceiling`` and ``refresh`` do not apply.
+
+        Args:
+            messages: The span, as OpenAI-style dicts, oldest first.
+            thread_id: The thread; ``None`` caches nothing.
+            start: The index of the span's first message in the thread.
+
+        Returns:
+            The result (see :meth:`SpanSummaries.summarize`). When the summarizer fails and
+            ``on_summarizer_error`` is not ``"raise"``, its outcome is ``"passthrough"`` and it
+            has no summary, with a warning: the caller keeps the span as it was.
+
+        Raises:
+            InvalidInput: A message or ``start`` breaks a rule slimcache checks, or the span is
+                empty.
+            StoreError: The store failed (unless ``on_store_error="bypass"``).
+            SummarizerError: The summarizer failed and ``on_summarizer_error="raise"``.
+        """
+        with calling_from(asyncio.get_running_loop()):
+            pending = default_runner().submit(self._span(messages, thread_id, start))
+        return await asyncio.wrap_future(pending)
+
+    def summarize_span_blocking(
+        self, messages: Sequence[Message], thread_id: str | None, *, start: int = 0
+    ) -> CompressionResult:
+        """:meth:`summarize_span`, from code that does not await (a framework's sync hook):
+        it blocks until slimcache's loop has summarized. Not for a coroutine on a running
+        loop, which it would block.
+
+        Raises:
+            The errors of :meth:`summarize_span`.
+        """
+        return default_runner().run(self._span(messages, thread_id, start))
 
     async def aclose(self) -> None:
         """Close the store if it was given as a URL."""
@@ -264,6 +315,27 @@ class AgentCompression:
                 exc,
             )
             return await cached_only.compress_detailed(messages, thread_id=thread_id)
+
+    async def _span(
+        self, messages: Sequence[Message], thread_id: str | None, start: int
+    ) -> CompressionResult:
+        with self._lock:
+            if self._spans is None:
+                self._spans = SpanSummaries(self._summarizer, self._handle.store, self._options)
+            spans = self._spans
+        try:
+            return await spans.summarize(messages, thread_id, start=start)
+        except SummarizerError as exc:
+            if self._settings.on_summarizer_error == "raise":
+                raise
+            logger.warning(
+                "the summarizer failed, so messages %d.. of thread %s stay as they were: %s",
+                start,
+                thread_id,
+                exc,
+            )
+            given = [dict(message) for message in messages]
+            return CompressionResult(given, "passthrough", thread_id=thread_id)
 
 
 class CompressionOwner:
