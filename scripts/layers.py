@@ -92,8 +92,8 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         "entry points",
-        "the public package, the command line and the LangChain, Pydantic AI and OpenAI Agents "
-        "bridges",
+        "the public package, the command line and the LangChain, Pydantic AI, OpenAI Agents, "
+        "Strands and LlamaIndex bridges",
         (
             "slimcache",
             "slimcache.cli",
@@ -101,6 +101,7 @@ LAYERS: tuple[Layer, ...] = (
             "slimcache.pydantic_ai",
             "slimcache.openai_agents",
             "slimcache.strands",
+            "slimcache.llama_index",
         ),
     ),
     Layer("program", "python -m slimcache", ("slimcache.__main__",)),

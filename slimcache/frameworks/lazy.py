@@ -1,10 +1,10 @@
 """A bridge's names that need its framework, imported on first use: one ``__getattr__`` shape,
 and the ``__dir__`` that lists them.
 
-``slimcache.langchain``, ``slimcache.pydantic_ai``, ``slimcache.openai_agents`` and
-``slimcache.strands`` import without their framework; a name that needs it is imported when
-first asked for, and a missing framework is a :class:`~slimcache.MissingExtraError` saying
-what to install.
+``slimcache.langchain``, ``slimcache.pydantic_ai``, ``slimcache.openai_agents``,
+``slimcache.strands`` and ``slimcache.llama_index`` import without their framework; a name that
+needs it is imported when first asked for, and a missing framework is a
+:class:`~slimcache.MissingExtraError` saying what to install.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _NEEDS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "slimcache.pydantic_ai": (("pydantic_ai",), "Pydantic AI 2", "pydantic-ai"),
     "slimcache.openai_agents": (("agents", "openai"), "the OpenAI Agents SDK", "openai-agents"),
     "slimcache.strands": (("strands",), "Strands Agents 1.62 or later", "strands"),
+    "slimcache.llama_index": (("llama_index",), "llama-index-core 0.14", "llama-index"),
 }
 
 
