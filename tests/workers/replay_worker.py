@@ -24,7 +24,8 @@ The outcome of every request is printed as one JSON line::
 
 The job's keys: ``scenario``, ``thread``, ``tasks``, ``messages`` (turns after the system
 message), ``step``, ``trigger`` (``MessageThreshold``), ``keep`` (``KeepMessages``),
-``lock_wait``, ``lease_ttl``, ``delay``, ``fail_first``, ``fail_delay``, ``calls_log``, ``go``.
+``lock_wait``, ``lease_ttl``, ``delay``, ``fail_first``, ``fail_delay``, ``calls_log``, ``go``,
+and ``strategy`` (default ``extend``).
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ async def run_job(store: Store, worker: int, job: dict[str, Any]) -> Report:
                 summarizer_id=SUMMARIZER_ID,
                 lock_wait=job["lock_wait"],
                 lease_ttl=job["lease_ttl"],
+                strategy=job.get("strategy", "extend"),
             )
             for _ in range(job["tasks"])
         ]
