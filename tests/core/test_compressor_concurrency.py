@@ -39,6 +39,7 @@ from slimcache import (
 )
 from slimcache.stores import ThreadKeys
 from slimcache.testing import StoreFactory
+from slimcache.types import StrategyName
 from tests.fakes import RecordingSummarizer, chat
 from tests.workers.replay_worker import (
     SUMMARIZER_ID,
@@ -288,7 +289,7 @@ class Reference:
 
 
 async def sequential_replay(
-    conversation: list[dict[str, Any]], lengths: list[int], strategy: str = "extend"
+    conversation: list[dict[str, Any]], lengths: list[int], strategy: StrategyName = "extend"
 ) -> Reference:
     calls: list[Call] = []
 

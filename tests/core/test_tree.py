@@ -80,7 +80,8 @@ async def test_parts_merge_like_a_binary_counter_one_call_per_compaction(
     # Served: the parts in order, one per set bit of the compactions' count (7: 4 + 2 + 1).
     index = ThreadIndex.parse(await store.get(ThreadKeys("t").index), thread="t")
     assert index is not None
-    assert result is not None and result.summary == index.head.summary
+    assert result is not None
+    assert result.summary == index.head.summary
     assert [level for level, _, _ in index.head.parts] == [2, 1, 0]
     assert result.summary.count(SEPARATOR) == len(index.head.parts) - 1
 
@@ -111,7 +112,8 @@ async def test_a_crash_between_a_part_and_its_parent_loses_nothing(
     summarizer = Tagged()
     history = chat(40)
     first = await replay(summarizer, store, history, 32)  # one part cached
-    assert first is not None and [c[0] for c in summarizer.calls] == ["summarize"]
+    assert first is not None
+    assert [c[0] for c in summarizer.calls] == ["summarize"]
     summarizer.fail_merges = True
     with pytest.raises(SummarizerError):
         await tree(summarizer, store, on_summarizer_error="raise").compress_detailed(
@@ -136,7 +138,6 @@ async def test_entries_written_before_the_facts_prompts_are_still_served(
     # no parts. Served with no call by the defaults, and extended by the tree as one part.
     store = await make_store()
     history = chat(30)
-    compressor = tree(Tagged(), None, strategy=strategy)
     ref = RangeRef(1, 18, compressor_fingerprint(history, 18))
     entry = SummaryEntry(
         thread="t",
@@ -168,8 +169,9 @@ async def test_entries_written_before_the_facts_prompts_are_still_served(
         assert [c[0] for c in summarizer.calls] == ["extend"]
     else:  # kept as a part of its own, the new messages summarized beside it
         assert [c[0] for c in summarizer.calls] == ["summarize"]
-        assert longer.summary.startswith(entry.summary + SEPARATOR)
-    assert longer.summary_range is not None and longer.summary_range[0] == 1
+        assert (longer.summary or "").startswith(entry.summary + SEPARATOR)
+    assert longer.summary_range is not None
+    assert longer.summary_range[0] == 1
 
 
 def compressor_fingerprint(history: list[dict[str, Any]], end: int) -> str:
