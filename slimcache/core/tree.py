@@ -23,14 +23,11 @@ entry (:attr:`~slimcache.stores.entries.SummaryEntry.parts`); a summary with no 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from slimcache.messages import Message, TokenCounter, message_text
-
-if TYPE_CHECKING:
-    from slimcache.core.strategies import SummarizeFn
 
 __all__ = ["CEILING", "SEPARATOR", "Forest", "Part", "Tree"]
 
@@ -120,7 +117,7 @@ class Tree:
         self,
         previous: str | None,
         new: Sequence[Message],
-        summarize: SummarizeFn,
+        summarize: Callable[..., Awaitable[str]],
         *,
         count: TokenCounter,
         max_tokens: int,
