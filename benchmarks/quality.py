@@ -213,17 +213,17 @@ def check_methods(methods: Sequence[str], settings: Settings) -> None:
 
 @dataclass
 class Totals:
-    """One method's figures over every conversation, for one summarizer and budget."""
+    """One method's figures over every conversation of a run (or of several, pooled)."""
 
-    budget: int
     held: dict[str, int] = field(default_factory=lambda: dict.fromkeys(POSITIONS, 0))
     planted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(POSITIONS, 0))
     calls: int = 0
     input_tokens: int = 0
-    summary_tokens: list[int] = field(default_factory=list)
+    size_ratios: list[float] = field(default_factory=list)
+    """Each final summary's tokens against its budget."""
     failures: list[str] = field(default_factory=list)
 
-    def add(self, outcome: Outcome, case: Planted) -> None:
+    def add(self, outcome: Outcome, case: Planted, budget: int) -> None:
         """Count one conversation's outcome (a failure counts no fact)."""
         if outcome.failure is not None:
             self.failures.append(outcome.failure)
@@ -233,7 +233,17 @@ class Totals:
             self.planted[where] += case.planted_at(where)
         self.calls += outcome.calls
         self.input_tokens += outcome.input_tokens
-        self.summary_tokens.append(outcome.summary_tokens)
+        self.size_ratios.append(outcome.summary_tokens / budget)
+
+    def absorb(self, other: Totals) -> None:
+        """Add another run's figures to these."""
+        for where in POSITIONS:
+            self.held[where] += other.held[where]
+            self.planted[where] += other.planted[where]
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.size_ratios += other.size_ratios
+        self.failures += other.failures
 
     def rate(self, where: str) -> float:
         """The share of the facts planted at ``where`` that are held (0 when none)."""
@@ -243,11 +253,6 @@ class Totals:
     def total(self) -> int:
         """Facts held, wherever they were stated."""
         return sum(self.held.values())
-
-    @property
-    def size_ratio(self) -> float:
-        """The largest final summary against the budget."""
-        return max(self.summary_tokens, default=0) / self.budget
 
 
 def _ratio(numerator: float, denominator: float) -> str:
@@ -261,8 +266,11 @@ HEADER = (
 )
 
 
-def rows(summarizer: str, totals: dict[str, Totals], cases: int) -> list[str]:
-    """The table's rows for one summarizer and budget: one per method."""
+def rows(summarizer: str, budget: str, totals: dict[str, Totals], runs: int) -> list[str]:
+    """The table's rows for one summarizer and budget (or ``all``): one per method.
+
+    ``runs`` is the conversations each method replayed, failed ones included.
+    """
     base = totals.get("one-shot")
     extend = totals.get("extend")
     lines = []
@@ -272,12 +280,13 @@ def rows(summarizer: str, totals: dict[str, Totals], cases: int) -> list[str]:
             f"{total.held[w]}/{total.planted[w]} ({total.rate(w):.0%})" for w in POSITIONS
         ]
         lines.append(
-            f"| {summarizer} | {total.budget} | {method} | {total.total}/{planted_all} "
+            f"| {summarizer} | {budget} | {method} | {total.total}/{planted_all} "
             f"| {_ratio(total.total, base.total) if base else '-'} | {' | '.join(by_position)} "
-            f"| {_ratio(total.rate('early'), total.rate('late'))} | {total.size_ratio:.2f}x "
-            f"| {total.calls:,} | {total.input_tokens:,} "
+            f"| {_ratio(total.rate('early'), total.rate('late'))} "
+            f"| {max(total.size_ratios, default=0):.2f}x | {total.calls:,} "
+            f"| {total.input_tokens:,} "
             f"| {_ratio(total.input_tokens, extend.input_tokens) if extend else '-'} "
-            f"| {len(total.failures)} of {cases} |"
+            f"| {len(total.failures)} of {runs} |"
         )
     return lines
 
@@ -300,11 +309,11 @@ async def measure(
     show: bool,
 ) -> dict[str, Totals]:
     """Replay every case with every method, for one summarizer and budget."""
-    totals = {method: Totals(settings.summary_tokens) for method in methods}
+    totals = {method: Totals() for method in methods}
     for number, case in enumerate(cases):
         for method in methods:
             outcome = await run_method(summarizer, method, case, settings)
-            totals[method].add(outcome, case)
+            totals[method].add(outcome, case, settings.summary_tokens)
             if show and number == 0:
                 text = outcome.failure or outcome.summary
                 print(f"--- {method} ({settings.summary_tokens} tokens): {text}\n")
@@ -329,21 +338,28 @@ async def main(args: argparse.Namespace) -> None:
     check_methods(methods, Settings(args.threshold, args.keep, args.budget[0]))
     cases = conversations(args)
     lines = [HEADER]
+    pooled = {method: Totals() for method in methods}
     started = time.perf_counter()
     for spec in args.summarizer:
-        summarizer = make(spec, args)
         try:
+            summarizer = make(spec, args)
             await check_endpoint(summarizer)
+        except SlimcacheError as exc:
+            raise SystemExit(f"--summarizer {spec}: {exc}") from None
+        try:
             for budget in args.budget:
                 settings = Settings(args.threshold, args.keep, budget)
                 totals = await measure(summarizer, methods, cases, settings, args.show)
-                lines += rows(spec, totals, len(cases))
+                lines += rows(spec, str(budget), totals, len(cases))
                 for method, total in totals.items():
+                    pooled[method].absorb(total)
                     for failure in total.failures[:1]:
                         print(f"{spec}, {budget}, {method} failed: {failure[:300]}")
         finally:
             if not isinstance(summarizer, ThinningSummarizer):
                 await close_summarizer(summarizer)
+    if len(args.summarizer) * len(args.budget) > 1:
+        lines += rows("all", "all", pooled, len(cases) * len(args.summarizer) * len(args.budget))
     messages = sum(len(c.messages) for c in cases)
     facts = sum(len(c.facts) for c in cases)
     print(

@@ -164,14 +164,20 @@ async def test_the_report_sets_each_method_against_one_shot_and_extend() -> None
     assert one_shot.planted == extend.planted == {"early": 3, "middle": 3, "late": 4}
     assert one_shot.calls == 1
     assert extend.calls > 1
-    lines = quality.rows("thin", totals, 1)
+    lines = quality.rows("thin", "40", totals, 1)
     assert len(lines) == 2
     cells = [cell.strip() for cell in lines[1].split("|")[1:-1]]
     assert cells[:3] == ["thin", "40", "extend"]
     assert cells[3] == f"{extend.total}/10"
     assert cells[5] == f"{extend.held['early']}/3 ({extend.rate('early'):.0%})"
-    assert cells[9] == f"{max(extend.summary_tokens) / 40:.2f}x"
+    assert cells[9] == f"{max(extend.size_ratios):.2f}x"
     assert cells[-2:] == ["1.00x", "0 of 1"]
+    pooled = {method: quality.Totals() for method in totals}
+    for method, total in [*totals.items(), *totals.items()]:
+        pooled[method].absorb(total)
+    assert pooled["extend"].planted == {"early": 6, "middle": 6, "late": 8}
+    both = quality.rows("all", "all", pooled, 2)
+    assert both[1].startswith(f"| all | all | extend | {2 * extend.total}/20 | ")
 
 
 def test_the_command_line_takes_any_strategy_the_compressor_takes() -> None:
