@@ -65,7 +65,7 @@ from slimcache.cli.summarizers import (
 from slimcache.messages import message_text
 
 COMPARED = ("one-shot", "extend")
-"""The methods every run compares; ``--strategy NAME`` adds more."""
+"""The methods a run compares unless ``--methods`` names others; ``--strategy NAME`` adds one."""
 HARNESS_METHODS = ("one-shot", "re-summarize")
 """Methods the harness runs itself; any other name is a strategy of the compressor."""
 DEFAULT = "default"
@@ -334,7 +334,7 @@ def conversations(args: argparse.Namespace) -> list[Planted]:
 
 async def main(args: argparse.Namespace) -> None:
     """Plant the facts, replay each method with each summarizer and budget, print the table."""
-    methods = list(dict.fromkeys([*COMPARED, *args.strategy]))
+    methods = list(dict.fromkeys([*args.methods, *args.strategy]))
     check_methods(methods, Settings(args.threshold, args.keep, args.budget[0]))
     cases = conversations(args)
     lines = [HEADER]
@@ -387,7 +387,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"{' and '.join(COMPARED)}; repeatable",
     )
     parser.add_argument(
+        "--methods",
+        default=",".join(COMPARED),
+        help="the methods compared, comma-separated (default: %(default)s)",
+    )
+    parser.add_argument(
         "--budget",
+        "--summary-tokens",
         type=int,
         action="append",
         help=f"summary budget in tokens; repeatable (default: {', '.join(map(str, BUDGETS))})",
@@ -422,6 +428,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     real = args.real_model and not args.summarizer
     args.summarizer = [f"openai:{args.model}"] if real else (args.summarizer or list(RULES))
     args.budget = args.budget or list(BUDGETS)
+    args.methods = [method.strip() for method in args.methods.split(",") if method.strip()]
+    if not args.methods + args.strategy:
+        parser.error("--methods names no method")
     if args.conversations is None:
         args.conversations = 2 if args.real_model else 20
     if args.max_messages is None:

@@ -190,6 +190,8 @@ def test_the_command_line_takes_any_strategy_the_compressor_takes() -> None:
     real = quality.parse(["--real-model", "--strategy", "concat", "--strategy", "default"])
     assert (real.summarizer, real.conversations, real.max_messages) == (["openai:smollm2"], 2, 70)
     assert real.strategy == ["concat", "default"]
+    older = quality.parse(["--summary-tokens", "300", "--methods", "one-shot, hybrid"])
+    assert (older.budget, older.methods) == ([300], ["one-shot", "hybrid"])
     settings = quality.Settings(20, 10, 150)
     quality.check_methods(["one-shot", "extend", "re-summarize", "default", "concat"], settings)
     with pytest.raises(SystemExit, match="--strategy 'tree-ish'"):
