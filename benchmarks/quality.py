@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -307,10 +308,16 @@ async def measure(
     cases: Sequence[Planted],
     settings: Settings,
     show: bool,
+    progress: bool = False,
 ) -> dict[str, Totals]:
-    """Replay every case with every method, for one summarizer and budget."""
+    """Replay every case with every method, for one summarizer and budget.
+
+    ``show`` prints the first case's summaries; ``progress`` says on stderr which case runs.
+    """
     totals = {method: Totals() for method in methods}
     for number, case in enumerate(cases):
+        if progress:
+            print(f"budget {settings.summary_tokens}: {number + 1}/{len(cases)}", file=sys.stderr)
         for method in methods:
             outcome = await run_method(summarizer, method, case, settings)
             totals[method].add(outcome, case, settings.summary_tokens)
@@ -349,7 +356,8 @@ async def main(args: argparse.Namespace) -> None:
         try:
             for budget in args.budget:
                 settings = Settings(args.threshold, args.keep, budget)
-                totals = await measure(summarizer, methods, cases, settings, args.show)
+                real = not isinstance(summarizer, ThinningSummarizer)
+                totals = await measure(summarizer, methods, cases, settings, args.show, real)
                 lines += rows(spec, str(budget), totals, len(cases))
                 for method, total in totals.items():
                     pooled[method].absorb(total)
@@ -365,8 +373,13 @@ async def main(args: argparse.Namespace) -> None:
     print(
         f"{len(cases)} chitchat conversations ({messages:,} messages), {facts} facts planted "
         f"through the summarized history; summarize when > {args.threshold} messages, keep "
-        f"{args.keep}; random rule forgets {args.forget:.0%} per call; "
-        f"{time.perf_counter() - started:.1f} s\n"
+        f"{args.keep}"
+        + (
+            f"; random rule forgets {args.forget:.0%} per call"
+            if "random" in args.summarizer
+            else ""
+        )
+        + f"; {time.perf_counter() - started:.1f} s\n"
     )
     print("\n".join(lines))
 
