@@ -1,29 +1,37 @@
-"""What the summaries keep: planted facts through a long conversation, counted at the end.
+"""What the summaries keep, and where the loss falls: planted facts, counted by position.
 
-Chitchat conversations get ten facts planted in their early user messages (a name, numbers,
-dates, decisions, each stated once, among ordinary chat), and are replayed as a stateless chat
-server sees them: every request carries the whole history up to a user message. After the last
-request, each fact counts as held when the context the model would be sent (the summary and
-the verbatim window) still contains it. The methods:
+Chitchat conversations get ten facts planted through the history the last request's summary
+covers (a name, numbers, dates, decisions, each stated once among ordinary chat, each with keys
+no other fact shares, matched whole: see :mod:`benchmarks.quality_facts`), and are replayed as
+a stateless chat server sees them: every request carries the whole history up to a user
+message. After the last request, each fact counts as held when the context the model would be
+sent (the summary and the verbatim window) still contains it, and the facts held are counted
+by where they were stated: ``early`` (the first 30% of the summarized history), ``middle``,
+``late`` (its last 40%). The methods:
 
 - ``one-shot``: everything outside the window at the last request, summarized in one call
   (no input bound): the best a summary of that size can do with this summarizer.
-- ``extend``, ``weighted``, ``concat``, ``hybrid``, ``replace``: slimcache's strategies, each
-  summary cached and extended with only the new messages, request after request.
-- ``re-summarize``: what a stateful agent does with LangChain's own summarization middleware:
-  the summary goes back into the history as a message, and the next compression summarizes it
-  again, from scratch, with the messages evicted since.
+- ``extend`` and any strategy named with ``--strategy NAME`` (repeatable): each summary cached
+  and extended by slimcache, request after request, with ``SummarizeCompressor(strategy=NAME)``
+  (``default``: the compressor's own default, no ``strategy`` given).
+- ``re-summarize`` (``--strategy re-summarize``): what a stateful agent does with LangChain's
+  own summarization middleware: the summary goes back into the history as a message, and the
+  next compression summarizes it again, from scratch, with the messages evicted since.
 
-Summarizers: ``thin`` and ``salient`` are deterministic, with a stated rule (see
-:class:`ThinningSummarizer`), so the effect of the extension chain itself shows; and
+Summarizers: the rules ``thin``, ``names-first`` and ``random`` are deterministic (see
+:mod:`benchmarks.quality_rules`), so the effect of the way summaries combine shows; and
 ``openai:MODEL`` / ``anthropic:MODEL`` call a real model, as ``slimcache bench --summarizer``
-does (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)::
+does (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``). ``--real-model`` is ``--summarizer
+openai:smollm2`` with fewer, shorter conversations, for the local model::
 
-    uv run python benchmarks/quality.py --summarizer thin -n 20
-    uv run python benchmarks/quality.py --summarizer openai:MODEL -n 3 --summary-tokens 200
+    uv run python benchmarks/quality.py
+    uv run python benchmarks/quality.py --strategy concat --budget 400
+    OPENAI_BASE_URL=http://127.0.0.1:8089/v1 uv run python benchmarks/quality.py --real-model
 
-It prints one Markdown table: per method, the facts held (of all planted), where they were
-found, the summarizer calls and input tokens, and the final summary's size.
+It prints one Markdown table: per summarizer, budget and method, the facts held (of all
+planted, and against one-shot), by position (count and survival rate), the early facts'
+survival against the late ones', the largest final summary against the budget, and the
+summarizer calls and input tokens (and those against ``extend``'s).
 """
 
 from __future__ import annotations
@@ -31,13 +39,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import random
-import re
+import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.quality_facts import POSITIONS, Planted, planted
+from benchmarks.quality_rules import RULES, ThinningSummarizer
 from slimcache import (
     CompressionResult,
     KeepMessages,
@@ -45,167 +55,24 @@ from slimcache import (
     MessageThreshold,
     SlimcacheError,
     SummarizeCompressor,
-    SummaryContext,
 )
-from slimcache.bench.datasets import (
-    BenchConversation,
-    load_chitchat,
-    request_lengths,
-    select_conversations,
+from slimcache.bench.datasets import load_chitchat, request_lengths, select_conversations
+from slimcache.cli.summarizers import (
+    ModelOptions,
+    check_endpoint,
+    close_summarizer,
+    make_summarizer,
 )
-from slimcache.cli.summarizers import ModelOptions, close_summarizer, make_summarizer
-from slimcache.messages import Message, message_text
+from slimcache.messages import message_text
 
-STRATEGIES = ("extend", "weighted", "concat", "hybrid", "replace")
-METHODS = ("one-shot", *STRATEGIES, "re-summarize")
-PLANTED_IN = 24
-"""Facts go into the user messages among the first this many messages."""
-
-# ---------------------------------------------------------------- the facts
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One planted fact: the sentence stated, and the texts that show it was kept."""
-
-    sentence: str
-    keys: tuple[str, ...]
-
-    def held_in(self, text: str) -> bool:
-        """Whether ``text`` still states this fact (any key, case-insensitive)."""
-        lowered = text.lower()
-        return any(key.lower() in lowered for key in self.keys)
-
-
-_NAMES = ("Ingrid", "Tobias", "Marisol", "Dagny", "Oluwaseun", "Ferdinand", "Yevgenia")
-_SURNAMES = ("Wren", "Okafor", "Lindqvist", "Brannigan", "Castellanos", "Huxley")
-_CITIES = ("Lisbon", "Tallinn", "Oaxaca", "Trondheim", "Valparaiso", "Ljubljana")
-_MONTHS = ("March", "April", "June", "September", "October", "November")
-_STREETS = ("Rua Augusta", "Calle Alcala", "Nyhavn", "Via Toledo", "Karl Johans gate")
-_CARS = ("Volvo", "Subaru", "Peugeot", "Skoda", "Mazda")
-_WORDS = ("heron", "juniper", "quartz", "marlin", "sorrel")
-_FOODS = ("peanuts", "shellfish", "sesame", "kiwi")
-
-
-def plant_facts(rng: random.Random) -> list[Fact]:
-    """Ten facts with values drawn from ``rng``: names, numbers, dates, decisions."""
-    name, surname, city = rng.choice(_NAMES), rng.choice(_SURNAMES), rng.choice(_CITIES)
-    month, day = rng.choice(_MONTHS), rng.randint(2, 28)
-    locker, budget = rng.randint(1000, 9999), rng.randint(11, 49) * 100 + 50
-    street, car, word, food = (rng.choice(x) for x in (_STREETS, _CARS, _WORDS, _FOODS))
-    code = f"{word}-{rng.randint(10, 99)}"
-    birthday_month, birthday_day = rng.choice(_MONTHS), rng.randint(2, 28)
-    return [
-        Fact(f"By the way, my sister's name is {name}.", (name,)),
-        Fact(f"My gym locker number is {locker}.", (str(locker),)),
-        Fact(f"My flight to {city} leaves on {month} {day}.", (f"{month} {day}",)),
-        Fact(f"We decided to book the hotel on {street}.", (street,)),
-        Fact(f"The budget for the trip is {budget:,} euros.", (f"{budget:,}", str(budget))),
-        Fact(f"My manager is called {rng.choice(_NAMES)} {surname}.", (surname,)),
-        Fact(f"I'm allergic to {food}.", (food.rstrip("s"),)),
-        Fact(
-            f"My daughter's birthday is on {birthday_month} {birthday_day}.",
-            (f"{birthday_month} {birthday_day}", f"{birthday_day} {birthday_month}"),
-        ),
-        Fact(f"The wifi password at the cabin is {code}.", (code,)),
-        Fact(f"In the end I chose the {car} over the other car.", (car,)),
-    ]
-
-
-@dataclass(frozen=True)
-class Planted:
-    """A conversation with facts planted in it."""
-
-    messages: list[dict[str, Any]]
-    facts: list[Fact]
-
-
-def planted(conversation: BenchConversation, seed: int) -> Planted | None:
-    """The conversation with ten facts added to its early user messages, one each.
-
-    ``None`` when it has fewer than ten user messages among the first :data:`PLANTED_IN`.
-    """
-    messages = [dict(m) for m in conversation.messages]
-    users = [i for i, m in enumerate(messages[:PLANTED_IN]) if m["role"] == "user"][1:]
-    facts = plant_facts(random.Random(f"{seed}:{conversation.id}"))
-    if len(users) < len(facts):
-        return None
-    for index, fact in zip(users, facts, strict=False):
-        messages[index]["content"] = f"{messages[index]['content']}\n{fact.sentence}"
-    return Planted(messages, facts)
-
-
-# ---------------------------------------------------------------- deterministic summarizers
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_SALIENT = re.compile(r"\d|\s[A-Z][a-z]")
-
-
-def sentences(text: str) -> list[str]:
-    """The sentences of a text: split after ``.``, ``!`` or ``?`` and at line breaks."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-
-
-def _tokens(parts: Sequence[str]) -> int:
-    return math.ceil(len(" ".join(parts)) / 4)  # slimcache's default count
-
-
-def _evenly(parts: Sequence[str], budget: int) -> list[int]:
-    """The positions of the most parts, spread evenly, whose text fits ``budget`` tokens."""
-    count = len(parts)
-    if not count or budget <= 0:
-        return []
-    # Start near the share of the text that fits, then take fewer until the text fits.
-    start = min(count, math.ceil(count * budget / max(1, _tokens(parts))) + 2)
-    for keep in range(start, 0, -1):
-        chosen = sorted({min(count - 1, int((j + 0.5) * count / keep)) for j in range(keep)})
-        if _tokens([parts[i] for i in chosen]) <= budget:
-            return chosen
-    return []
-
-
-class ThinningSummarizer:
-    """A deterministic summarizer that keeps what fits the budget by a stated rule.
-
-    Its input is the previous summary's sentences followed by the messages' sentences, all
-    alike. When their text fits ``max_tokens`` (counted as slimcache does by default,
-    ``ceil(len / 4)``) it returns them all; otherwise:
-
-    - ``thin``: the most sentences that fit, spread evenly over the input (every k-th);
-    - ``salient``: first the sentences holding a digit or a capitalised word after their start
-      (names, numbers, dates), spread evenly if they alone do not fit, then the others, spread
-      evenly, in what room is left.
-
-    The sentences kept are returned in their order, joined by spaces. Applied again to its own
-    output and new messages, a sentence survives each call with the odds the rule gives it,
-    which is what an extension chain does to what a summary holds.
-    """
-
-    def __init__(self, rule: str) -> None:
-        if rule not in ("thin", "salient"):
-            raise ValueError(f"rule must be 'thin' or 'salient', got {rule!r}")
-        self.rule = rule
-        self.name = f"deterministic-{rule}"
-
-    def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
-        """Keep what fits ``context.max_tokens`` of the previous summary and the messages."""
-        parts = sentences(context.previous_summary or "")
-        for message in messages:
-            parts.extend(sentences(message_text(message)))
-        budget = context.max_tokens
-        if _tokens(parts) <= budget:
-            return " ".join(parts) or "(nothing)"
-        if self.rule == "thin":
-            chosen = _evenly(parts, budget)
-        else:
-            salient = [i for i, part in enumerate(parts) if _SALIENT.search(part)]
-            first = [salient[i] for i in _evenly([parts[i] for i in salient], budget)]
-            room = budget - _tokens([parts[i] for i in first]) - 1
-            rest = [i for i in range(len(parts)) if i not in set(salient)]
-            chosen = sorted(first + [rest[i] for i in _evenly([parts[i] for i in rest], room)])
-        kept = " ".join(parts[i] for i in chosen)
-        return kept or parts[0][: 4 * budget]
-
+COMPARED = ("one-shot", "extend")
+"""The methods a run compares unless ``--methods`` names others; ``--strategy NAME`` adds one."""
+HARNESS_METHODS = ("one-shot", "re-summarize")
+"""Methods the harness runs itself; any other name is a strategy of the compressor."""
+DEFAULT = "default"
+"""The method that gives the compressor no ``strategy``: its own default."""
+BUDGETS = (150, 400)
+REAL_MODEL = "smollm2"
 
 # ---------------------------------------------------------------- the methods
 
@@ -214,13 +81,19 @@ class ThinningSummarizer:
 class Outcome:
     """What one method kept of one conversation, and what it cost."""
 
-    in_summary: int = 0
+    held: dict[str, int] = field(default_factory=dict)
+    """Facts the context holds, by position."""
     in_window_only: int = 0
     calls: int = 0
     input_tokens: int = 0
     summary_tokens: int = 0
     failure: str | None = None
     summary: str = ""
+
+    @property
+    def in_summary(self) -> int:
+        """Facts the summary holds."""
+        return sum(self.held.values()) - self.in_window_only
 
 
 @dataclass(frozen=True)
@@ -246,6 +119,10 @@ def _compressor(
     )
 
 
+def _strategy(method: str) -> dict[str, Any]:
+    return {} if method == DEFAULT else {"strategy": method}
+
+
 def _requests(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [messages[:length] for length in request_lengths(messages)]
 
@@ -268,7 +145,7 @@ async def incremental(summarizer: Any, case: Planted, settings: Settings, strate
     store = MemoryStore()
     calls = tokens = 0
     for request in _requests(case.messages):
-        compressor = _compressor(summarizer, settings, store, strategy=strategy)
+        compressor = _compressor(summarizer, settings, store, **_strategy(strategy))
         result = await compressor.compress_detailed(request, thread_id="quality")
         calls += compressor.stats.summarizer_calls
         tokens += compressor.stats.summarizer_input_tokens
@@ -305,11 +182,15 @@ async def run_method(summarizer: Any, method: str, case: Planted, settings: Sett
     except SlimcacheError as exc:
         return Outcome(failure=f"{type(exc).__name__}: {exc}")
     window = "\n".join(message_text(m) for m in result.messages)
-    in_summary = sum(fact.held_in(summary) for fact in case.facts)
-    in_context = sum(fact.held_in(window) for fact in case.facts)
+    held = {where: 0 for where in POSITIONS}
+    in_summary = 0
+    for fact in case.facts:
+        if fact.held_in(window):
+            held[fact.position] += 1
+            in_summary += fact.held_in(summary)
     return Outcome(
-        in_summary=in_summary,
-        in_window_only=in_context - in_summary,
+        held=held,
+        in_window_only=sum(held.values()) - in_summary,
         calls=calls,
         input_tokens=tokens,
         summary_tokens=math.ceil(len(summary) / 4),
@@ -317,116 +198,264 @@ async def run_method(summarizer: Any, method: str, case: Planted, settings: Sett
     )
 
 
+def check_methods(methods: Sequence[str], settings: Settings) -> None:
+    """Stop with a message naming ``--strategy`` when the compressor refuses a method's name."""
+    for method in methods:
+        if method in HARNESS_METHODS:
+            continue
+        try:
+            _compressor(ThinningSummarizer("thin"), settings, MemoryStore(), **_strategy(method))
+        except SlimcacheError as exc:
+            raise SystemExit(f"--strategy {method!r}: {exc}") from None
+
+
 # ---------------------------------------------------------------- the report
 
 
 @dataclass
 class Totals:
-    """One method's figures over every conversation."""
+    """One method's figures over every conversation of a run (or of several, pooled)."""
 
-    held: int = 0
-    in_summary: int = 0
+    held: dict[str, int] = field(default_factory=lambda: dict.fromkeys(POSITIONS, 0))
+    planted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(POSITIONS, 0))
     calls: int = 0
     input_tokens: int = 0
-    summary_tokens: list[int] = field(default_factory=list)
+    size_ratios: list[float] = field(default_factory=list)
+    """Each final summary's tokens against its budget."""
     failures: list[str] = field(default_factory=list)
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: Outcome, case: Planted, budget: int) -> None:
+        """Count one conversation's outcome (a failure counts no fact)."""
         if outcome.failure is not None:
             self.failures.append(outcome.failure)
             return
-        self.held += outcome.in_summary + outcome.in_window_only
-        self.in_summary += outcome.in_summary
+        for where in POSITIONS:
+            self.held[where] += outcome.held.get(where, 0)
+            self.planted[where] += case.planted_at(where)
         self.calls += outcome.calls
         self.input_tokens += outcome.input_tokens
-        self.summary_tokens.append(outcome.summary_tokens)
+        self.size_ratios.append(outcome.summary_tokens / budget)
+
+    def absorb(self, other: Totals) -> None:
+        """Add another run's figures to these."""
+        for where in POSITIONS:
+            self.held[where] += other.held[where]
+            self.planted[where] += other.planted[where]
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.size_ratios += other.size_ratios
+        self.failures += other.failures
+
+    def rate(self, where: str) -> float:
+        """The share of the facts planted at ``where`` that are held (0 when none)."""
+        return self.held[where] / self.planted[where] if self.planted[where] else 0.0
+
+    @property
+    def total(self) -> int:
+        """Facts held, wherever they were stated."""
+        return sum(self.held.values())
 
 
-def table(totals: dict[str, Totals], planted_facts: int, cases: int) -> str:
-    """The Markdown table of the run."""
-    lines = [
-        "| method | facts held | of them in the summary | summarizer calls | input tokens "
-        "| final summary (tokens, mean) | failed |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
+def _ratio(numerator: float, denominator: float) -> str:
+    return f"{numerator / denominator:.2f}x" if denominator else "-"
+
+
+HEADER = (
+    "| summarizer | budget | method | facts held | vs one-shot | early | middle | late "
+    "| early / late | summary / budget (max) | calls | input tokens | vs extend | failed |\n"
+    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def rows(summarizer: str, budget: str, totals: dict[str, Totals], runs: int) -> list[str]:
+    """The table's rows for one summarizer and budget (or ``all``): one per method.
+
+    ``runs`` is the conversations each method replayed, failed ones included.
+    """
+    base = totals.get("one-shot")
+    extend = totals.get("extend")
+    lines = []
     for method, total in totals.items():
-        ran = cases - len(total.failures)
-        facts = planted_facts * ran // cases if cases else 0
-        mean = sum(total.summary_tokens) / len(total.summary_tokens) if total.summary_tokens else 0
+        planted_all = sum(total.planted.values())
+        by_position = [
+            f"{total.held[w]}/{total.planted[w]} ({total.rate(w):.0%})" for w in POSITIONS
+        ]
         lines.append(
-            f"| {method} | {total.held} / {facts} | {total.in_summary} | {total.calls:,} "
-            f"| {total.input_tokens:,} | {mean:,.0f} | {len(total.failures)} of {cases} |"
+            f"| {summarizer} | {budget} | {method} | {total.total}/{planted_all} "
+            f"| {_ratio(total.total, base.total) if base else '-'} | {' | '.join(by_position)} "
+            f"| {_ratio(total.rate('early'), total.rate('late'))} "
+            f"| {max(total.size_ratios, default=0):.2f}x | {total.calls:,} "
+            f"| {total.input_tokens:,} "
+            f"| {_ratio(total.input_tokens, extend.input_tokens) if extend else '-'} "
+            f"| {len(total.failures)} of {runs} |"
         )
-    return "\n".join(lines)
+    return lines
 
 
-def make(spec: str) -> Any:
-    """The summarizer ``--summarizer`` names."""
-    if spec in ("thin", "salient"):
-        return ThinningSummarizer(spec)
+# ---------------------------------------------------------------- the run
+
+
+def make(spec: str, args: argparse.Namespace) -> Any:
+    """The summarizer a ``--summarizer`` value names: a rule, or ``openai:MODEL``..."""
+    if spec in RULES:
+        return ThinningSummarizer(spec, forget=args.forget, seed=args.seed)
     return make_summarizer(spec, ModelOptions(on_truncated="accept"))
 
 
-async def main(args: argparse.Namespace) -> None:
-    """Plant the facts, replay each method, print the table."""
-    settings = Settings(args.threshold, args.keep, args.summary_tokens)
+async def measure(
+    summarizer: Any,
+    methods: Sequence[str],
+    cases: Sequence[Planted],
+    settings: Settings,
+    show: bool,
+    progress: bool = False,
+) -> dict[str, Totals]:
+    """Replay every case with every method, for one summarizer and budget.
+
+    ``show`` prints the first case's summaries; ``progress`` says on stderr which case runs.
+    """
+    totals = {method: Totals() for method in methods}
+    for number, case in enumerate(cases):
+        if progress:
+            print(f"budget {settings.summary_tokens}: {number + 1}/{len(cases)}", file=sys.stderr)
+        for method in methods:
+            outcome = await run_method(summarizer, method, case, settings)
+            totals[method].add(outcome, case, settings.summary_tokens)
+            if show and number == 0:
+                text = outcome.failure or outcome.summary
+                print(f"--- {method} ({settings.summary_tokens} tokens): {text}\n")
+    return totals
+
+
+def conversations(args: argparse.Namespace) -> list[Planted]:
+    """The chitchat conversations the run takes, facts planted."""
     dataset = load_chitchat()
     longest = args.max_messages or len(max(dataset.conversations, key=lambda c: c.turns).messages)
     fitting = [c for c in dataset.conversations if len(c.messages) <= longest]
     pool = select_conversations(
         fitting, count=4 * args.conversations, min_messages=args.min_messages, seed=args.seed
     )
-    cases = [c for c in (planted(conv, args.seed) for conv in pool) if c is not None]
-    cases = cases[: args.conversations]
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise SystemExit(f"unknown methods {unknown}: choose among {', '.join(METHODS)}")
-    summarizer = make(args.summarizer)
-    totals = {method: Totals() for method in methods}
+    cases = [c for c in (planted(conv, args.seed, args.keep) for conv in pool) if c is not None]
+    return cases[: args.conversations]
+
+
+async def main(args: argparse.Namespace) -> None:
+    """Plant the facts, replay each method with each summarizer and budget, print the table."""
+    methods = list(dict.fromkeys([*args.methods, *args.strategy]))
+    check_methods(methods, Settings(args.threshold, args.keep, args.budget[0]))
+    cases = conversations(args)
+    lines = [HEADER]
+    pooled = {method: Totals() for method in methods}
     started = time.perf_counter()
-    try:
-        for number, case in enumerate(cases):
-            for method in methods:
-                outcome = await run_method(summarizer, method, case, settings)
-                totals[method].add(outcome)
-                if args.show and number == 0:
-                    print(f"--- {method}: {outcome.failure or outcome.summary}\n")
-    finally:
-        if not isinstance(summarizer, ThinningSummarizer):
-            await close_summarizer(summarizer)
+    for spec in args.summarizer:
+        try:
+            summarizer = make(spec, args)
+            await check_endpoint(summarizer)
+        except SlimcacheError as exc:
+            raise SystemExit(f"--summarizer {spec}: {exc}") from None
+        try:
+            for budget in args.budget:
+                settings = Settings(args.threshold, args.keep, budget)
+                real = not isinstance(summarizer, ThinningSummarizer)
+                totals = await measure(summarizer, methods, cases, settings, args.show, real)
+                lines += rows(spec, str(budget), totals, len(cases))
+                for method, total in totals.items():
+                    pooled[method].absorb(total)
+                    for failure in total.failures[:1]:
+                        print(f"{spec}, {budget}, {method} failed: {failure[:300]}")
+        finally:
+            if not isinstance(summarizer, ThinningSummarizer):
+                await close_summarizer(summarizer)
+    if len(args.summarizer) * len(args.budget) > 1:
+        lines += rows("all", "all", pooled, len(cases) * len(args.summarizer) * len(args.budget))
     messages = sum(len(c.messages) for c in cases)
+    facts = sum(len(c.facts) for c in cases)
     print(
-        f"{len(cases)} chitchat conversations ({messages:,} messages), "
-        f"{len(cases) * 10} facts planted in the first {PLANTED_IN} messages; summarizer "
-        f"{getattr(summarizer, 'name', args.summarizer)}; summarize when > {settings.threshold} "
-        f"messages, keep {settings.keep}, summary budget {settings.summary_tokens} tokens; "
-        f"{time.perf_counter() - started:.1f} s\n"
+        f"{len(cases)} chitchat conversations ({messages:,} messages), {facts} facts planted "
+        f"through the summarized history; summarize when > {args.threshold} messages, keep "
+        f"{args.keep}"
+        + (
+            f"; random rule forgets {args.forget:.0%} per call"
+            if "random" in args.summarizer
+            else ""
+        )
+        + f"; {time.perf_counter() - started:.1f} s\n"
     )
-    print(table(totals, 10 * len(cases), len(cases)))
-    for method, total in totals.items():
-        for failure in total.failures[:1]:
-            print(f"\n{method} failed: {failure[:300]}")
+    print("\n".join(lines))
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line."""
+    """The command line (``--real-model`` fills in the summarizer and a smaller run)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--summarizer", default="thin", help="thin, salient, openai:MODEL...")
-    parser.add_argument("-n", "--conversations", type=int, default=20)
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument(
+        "--summarizer",
+        action="append",
+        help=f"{', '.join(RULES)} (default: all three), openai:MODEL, anthropic:MODEL; repeatable",
+    )
+    parser.add_argument(
+        "--strategy",
+        action="append",
+        default=[],
+        help="a strategy SummarizeCompressor takes, 're-summarize' or 'default', compared with "
+        f"{' and '.join(COMPARED)}; repeatable",
+    )
+    parser.add_argument(
+        "--methods",
+        default=",".join(COMPARED),
+        help="the methods compared, comma-separated (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--budget",
+        "--summary-tokens",
+        type=int,
+        action="append",
+        help=f"summary budget in tokens; repeatable (default: {', '.join(map(str, BUDGETS))})",
+    )
+    parser.add_argument(
+        "--real-model",
+        action="store_true",
+        help=f"summarize with openai:{REAL_MODEL} (OPENAI_BASE_URL), 2 conversations of 60-70 "
+        "messages unless told otherwise",
+    )
+    parser.add_argument(
+        "--openai-base-url", help="the OpenAI-compatible server (sets OPENAI_BASE_URL)"
+    )
+    parser.add_argument("--model", default=REAL_MODEL, help="the model --real-model calls")
+    parser.add_argument("-n", "--conversations", type=int)
     parser.add_argument("--threshold", type=int, default=20)
     parser.add_argument("--keep", type=int, default=10)
-    parser.add_argument("--summary-tokens", type=int, default=150)
     parser.add_argument("--min-messages", type=int, default=60)
     parser.add_argument(
-        "--max-messages", type=int, default=0, help="longest conversation taken (0: any)"
+        "--max-messages", type=int, help="longest conversation taken (default: any)"
     )
+    parser.add_argument("--forget", type=float, default=0.2, help="the random rule's odds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--show", action="store_true", help="print the first conversation's summaries"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.openai_base_url:
+        os.environ["OPENAI_BASE_URL"] = args.openai_base_url
+        os.environ.setdefault("OPENAI_API_KEY", "none")  # a local server takes any key
+        args.real_model = True
+    real = args.real_model and not args.summarizer
+    args.summarizer = [f"openai:{args.model}"] if real else (args.summarizer or list(RULES))
+    args.budget = args.budget or list(BUDGETS)
+    args.methods = [method.strip() for method in args.methods.split(",") if method.strip()]
+    if not args.methods + args.strategy:
+        parser.error("--methods names no method")
+    if args.conversations is None:
+        args.conversations = 2 if args.real_model else 20
+    if args.max_messages is None:
+        args.max_messages = 70 if args.real_model else 0
+    for name in ("conversations", "threshold", "keep"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    if any(budget < 1 for budget in args.budget):
+        parser.error("--budget must be at least 1")
+    if not 0 <= args.forget < 1:
+        parser.error("--forget must be in [0, 1)")
+    return args
 
 
 if __name__ == "__main__":

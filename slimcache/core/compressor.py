@@ -88,8 +88,9 @@ class SummarizeCompressor:
         strategy (Strategy | StrategyName): How a cached summary and new messages combine:
             :class:`Extend` (the default: one call given the previous summary and only the new
             messages), :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`, your own
-            :class:`Strategy`, or the shortcut names ``"extend"``, ``"concat"``, ``"hybrid"`` and
-            ``"replace"``.
+            :class:`Strategy`, or the shortcut names ``"extend"``, ``"tree"`` (parts merged like a
+            binary counter, one call per compaction: see the design page), ``"concat"``,
+            ``"hybrid"`` and ``"replace"``.
         max_summary_tokens (int): Token budget of a summary: given to the summarizer, and enforced
             (a summary over 1.25 times the budget is condensed once, then cut to it; see
             ``on_over_budget``).

@@ -134,18 +134,30 @@ class History:
 
 @dataclass(frozen=True)
 class Identity:
-    """What made an entry: the summarizer, the prompts' digest and the strategy's name."""
+    """What made an entry: the summarizer, the prompts' digest and the strategy's name.
+
+    Attributes:
+        summarizer: The summarizer's id.
+        prompt: The prompts' digest new entries are written with.
+        strategy: The strategy's name new entries are written with.
+        prompts_also: Digests of other prompts taken as these (the defaults of earlier
+            versions, when the prompts are today's defaults).
+        strategies_also: Strategies whose entries this one builds on (see
+            :func:`~slimcache.core.strategies.builds_on`).
+    """
 
     summarizer: str
     prompt: str
     strategy: str
+    prompts_also: frozenset[str] = frozenset()
+    strategies_also: frozenset[str] = frozenset()
 
     def made(self, entry: SummaryEntry) -> bool:
-        """Whether ``entry`` was made by this configuration."""
-        return (entry.summarizer, entry.prompt, entry.strategy) == (
-            self.summarizer,
-            self.prompt,
-            self.strategy,
+        """Whether ``entry`` was made by this configuration (or one it takes as its own)."""
+        return (
+            entry.summarizer == self.summarizer
+            and (entry.prompt == self.prompt or entry.prompt in self.prompts_also)
+            and (entry.strategy == self.strategy or entry.strategy in self.strategies_also)
         )
 
 

@@ -26,6 +26,7 @@ from slimcache.core.summarizer import (
     input_tokens,
     keep_within_budget,
 )
+from slimcache.core.tree import Forest
 from slimcache.messages import Message, TokenCounter
 from slimcache.stores.entries import RangeRef, SummaryEntry
 
@@ -84,7 +85,11 @@ class SummaryProducer:
         In one step when they fit ``bound``, else in consecutive steps (see
         :mod:`slimcache.core.input_bound`), each step but the last handed to ``checkpoint``.
         """
-        previous = base.summary if base is not None else None
+        previous: str | None = None
+        if base is not None:  # a tree's parts, when it recorded them
+            previous = base.summary
+            if base.parts:
+                previous = Forest.of(base.summary, base.parts, base.covered_tokens)
         first = base.end + 1 if base is not None else target.start
         while True:
             step = self.bound.step(work.checked, first, target.end, previous)
@@ -108,10 +113,12 @@ class SummaryProducer:
             previous: str | None,
             *,
             emphasis: str | None = None,
+            max_tokens: int | None = None,
         ) -> str:
             first = start if task == "condense" else step.first
+            budget = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
             summary = await self.call(
-                work, task, messages, previous, first, step.end, emphasis=emphasis
+                work, task, messages, previous, first, step.end, emphasis=emphasis, budget=budget
             )
             if task == "condense":
                 return summary
@@ -119,10 +126,10 @@ class SummaryProducer:
             covers = step.first if task == "summarize" else start
 
             async def condense(text: str) -> str:
-                return await self.call(work, "condense", [], text, covers, step.end)
+                return await self.call(work, "condense", [], text, covers, step.end, budget=budget)
 
             kept = await keep_within_budget(
-                summary, self.max_tokens, self.count, condense, on_over_budget=self.on_over_budget
+                summary, budget, self.count, condense, on_over_budget=self.on_over_budget
             )
             work.stats.condensed_over_budget += kept.condensed
             work.stats.cut_over_budget += kept.cut
@@ -152,13 +159,20 @@ class SummaryProducer:
         end: int,
         *,
         emphasis: str | None = None,
+        budget: int | None = None,
     ) -> str:
-        """Call the summarizer once for ``task``, counting the tokens it is sent and returns."""
-        prompt = self.prompts.render(task, self.max_tokens, emphasis)
+        """Call the summarizer once for ``task``, counting the tokens it is sent and returns.
+
+        ``budget``: this call's (default: ``max_tokens``).
+        """
+        budget = self.max_tokens if budget is None else budget
+        if previous is not None:
+            previous = str(previous)  # plain text: a Forest is counted as any summary is
+        prompt = self.prompts.render(task, budget, emphasis)
         context = SummaryContext(
             task=task,
             previous_summary=previous,
-            max_tokens=self.max_tokens,
+            max_tokens=budget,
             prompt=prompt,
             thread_id=work.thread_id,
             start=start,
@@ -193,17 +207,23 @@ class SummaryProducer:
         return summary
 
     def entry(self, thread: str, target: RangeRef, summary: str, covered: int) -> SummaryEntry:
-        """The entry ``summary`` of ``target`` is cached as; ``covered``: its messages' tokens."""
+        """The entry ``summary`` of ``target`` is cached as; ``covered``: its messages' tokens.
+
+        A :class:`~slimcache.core.tree.Forest` (what the ``tree`` strategy makes) records its
+        layout.
+        """
+        layout = summary.layout if isinstance(summary, Forest) else ()
         return SummaryEntry(
             thread=thread,
             start=target.start,
             end=target.end,
             fingerprint=target.fingerprint,
-            summary=summary,
+            summary=str(summary),
             summary_tokens=self.count(summary),
             covered_tokens=covered,
             created_at=time.time(),
             summarizer=self.summarizer_id,
             prompt=self.prompts.digest,
             strategy=self.strategy.name,
+            parts=layout,
         )

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal, Protocol, Union, runtime_checkable
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.summarizer import Task, summarizer_name
+from slimcache.core.tree import Tree
 from slimcache.messages import Message, TokenCounter
 from slimcache.stores.protocol import positive_int
 
@@ -30,7 +31,9 @@ __all__ = [
     "Strategy",
     "StrategyName",
     "SummarizeFn",
+    "Tree",
     "Weighted",
+    "builds_on",
     "resolve_strategy",
     "sends_previous",
 ]
@@ -42,7 +45,9 @@ MergeFunction = Callable[[Union[str, None], str], Union[Awaitable[str], str]]  #
 class SummarizeFn(Protocol):
     """Calls the summarizer for one task: ``(task, messages, previous_summary) -> summary``.
 
-    ``emphasis``, when given, is one more sentence appended to the task's prompt.
+    ``emphasis``, when given, is one more sentence appended to the task's prompt;
+    ``max_tokens``, when given, is this call's budget, below the compressor's
+    ``max_summary_tokens`` (the ``tree`` strategy gives each part its share).
     """
 
     def __call__(
@@ -52,6 +57,7 @@ class SummarizeFn(Protocol):
         previous: str | None,
         *,
         emphasis: str | None = None,
+        max_tokens: int | None = None,
     ) -> Awaitable[str]: ...
 
 
@@ -272,12 +278,15 @@ class Custom:
         return f"Custom({self.merge!r})"
 
 
-StrategyName = Literal["extend", "concat", "hybrid", "replace", "weighted", "summarize", "append"]
+StrategyName = Literal[
+    "extend", "tree", "concat", "hybrid", "replace", "weighted", "summarize", "append"
+]
 """The strategies that have a string shortcut; ``summarize`` and ``append`` are convo-compress's
 names of ``extend`` and ``concat``."""
 
 _SHORTCUTS: dict[str, Callable[[], Strategy]] = {
     "extend": Extend,
+    "tree": Tree,
     "concat": Concat,
     "hybrid": Hybrid,
     "replace": Replace,
@@ -287,6 +296,16 @@ _SHORTCUTS: dict[str, Callable[[], Strategy]] = {
     "append": Concat,
 }
 STRATEGY_NAMES: tuple[str, ...] = tuple(_SHORTCUTS)
+
+
+def builds_on(strategy: Strategy) -> tuple[str, ...]:
+    """The other strategies whose entries ``strategy`` serves and extends as its own.
+
+    A strategy says so with a ``builds_on`` tuple of names (``tree`` builds on ``extend``'s
+    summaries, each one part of its forest); by default, none.
+    """
+    said = getattr(strategy, "builds_on", ())
+    return tuple(n for n in said if isinstance(n, str)) if isinstance(said, tuple) else ()
 
 
 def sends_previous(strategy: Strategy) -> bool:
@@ -312,7 +331,7 @@ def resolve_strategy(strategy: Strategy | str) -> Strategy:
         if make is None:
             raise ConfigurationError(
                 f"strategy must be one of {', '.join(STRATEGY_NAMES)} or a strategy object "
-                f"(Extend(), Concat(), Hybrid(n), Replace(), Weighted(), Custom(merge)), "
+                f"(Extend(), Tree(), Concat(), Hybrid(n), Replace(), Weighted(), Custom(merge)), "
                 f"got {strategy!r}"
             )
         return make()

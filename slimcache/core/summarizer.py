@@ -62,24 +62,51 @@ Task = Literal["summarize", "extend", "condense"]
 """What a summarizer call is for (``context.task``): ``summarize`` messages from scratch,
 ``extend`` a previous summary with newer messages, ``condense`` a summary grown past its budget."""
 
+_FACTS = (
+    "Then, under 'Facts:', list verbatim every concrete value that still matters (names, "
+    "numbers, dates, codes, identifiers, paths), never a label in place of a value."
+)
 DEFAULT_SUMMARIZE_PROMPT = (
     "You compress chat history. Summarize the conversation below so that an assistant can "
-    "continue it without the original messages. Keep names, numbers, decisions, open "
-    "questions, the user's preferences and any tool results that still matter. Write in the "
-    "third person, plain prose or short bullet points, at most {max_tokens} tokens."
+    "continue it without the original messages. Keep decisions, open questions, the user's "
+    "preferences and any tool results that still matter. Write in the third person, plain "
+    f"prose or short bullet points. {_FACTS} At most {{max_tokens}} tokens in all."
 )
 DEFAULT_EXTEND_PROMPT = (
     "You compress chat history. Below is the summary of the conversation so far, followed by "
     "newer messages. Rewrite the summary so that it also covers the newer messages. Keep "
-    "names, numbers, decisions, open questions, the user's preferences and any tool results "
-    "that still matter; when newer messages contradict the summary, the newer messages win. "
-    "At most {max_tokens} tokens."
+    "every fact of the summary so far unless a newer message contradicts it (then the newer "
+    "message wins), and add the newer messages' names, numbers, decisions, open questions, "
+    "preferences and tool results that still matter. "
+    f"{_FACTS} At most {{max_tokens}} tokens in all."
 )
 DEFAULT_CONDENSE_PROMPT = (
     "The text below is a summary of a conversation, assembled from several partial summaries. "
-    "Condense it into one coherent summary of at most {max_tokens} tokens, keeping names, "
-    "numbers, decisions, open questions and the user's preferences."
+    "Condense it into one coherent summary, keeping decisions, open questions and the user's "
+    f"preferences; the later part wins where they disagree. {_FACTS} At most {{max_tokens}} "
+    "tokens in all."
 )
+_EARLIER_DEFAULTS = {
+    # The default prompts before the 'Facts:' section: entries made with them are still served.
+    DEFAULT_SUMMARIZE_PROMPT: (
+        "You compress chat history. Summarize the conversation below so that an assistant can "
+        "continue it without the original messages. Keep names, numbers, decisions, open "
+        "questions, the user's preferences and any tool results that still matter. Write in "
+        "the third person, plain prose or short bullet points, at most {max_tokens} tokens."
+    ),
+    DEFAULT_EXTEND_PROMPT: (
+        "You compress chat history. Below is the summary of the conversation so far, followed "
+        "by newer messages. Rewrite the summary so that it also covers the newer messages. Keep "
+        "names, numbers, decisions, open questions, the user's preferences and any tool results "
+        "that still matter; when newer messages contradict the summary, the newer messages "
+        "win. At most {max_tokens} tokens."
+    ),
+    DEFAULT_CONDENSE_PROMPT: (
+        "The text below is a summary of a conversation, assembled from several partial "
+        "summaries. Condense it into one coherent summary of at most {max_tokens} tokens, "
+        "keeping names, numbers, decisions, open questions and the user's preferences."
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -110,8 +137,21 @@ class Prompts:
     @property
     def digest(self) -> str:
         """A short digest identifying these prompts in cached entries."""
-        joined = "\x00".join((self.summarize, self.extend, self.condense))
-        return hashlib.blake2b(joined.encode(), digest_size=6).hexdigest()
+        return _digest((self.summarize, self.extend, self.condense))
+
+    @property
+    def digests_also(self) -> frozenset[str]:
+        """Digests of earlier prompts taken as these: each of today's default prompts they
+        hold replaced by the default it replaced, so that entries made with the earlier
+        defaults are still served (``reuse_entries="matching"``) and extended."""
+        texts = (self.summarize, self.extend, self.condense)
+        summarize, extend, condense = (_EARLIER_DEFAULTS.get(text, text) for text in texts)
+        earlier = (summarize, extend, condense)
+        return frozenset() if earlier == texts else frozenset({_digest(earlier)})
+
+
+def _digest(texts: tuple[str, str, str]) -> str:
+    return hashlib.blake2b("\x00".join(texts).encode(), digest_size=6).hexdigest()
 
 
 @dataclass

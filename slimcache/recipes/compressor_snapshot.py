@@ -447,15 +447,19 @@ class SummaryCalls:
         previous: str | None,
         *,
         emphasis: str | None = None,
+        max_tokens: int | None = None,
     ) -> str:
         """Call the summarizer once for ``task`` (and once more to condense an over-budget
-        summary)."""
-        prompt = self.prompts.render(task, self.max_tokens, emphasis)
+        summary); ``max_tokens``: this call's budget, at most the compressor's."""
+        budget = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
+        if previous is not None:
+            previous = str(previous)
+        prompt = self.prompts.render(task, budget, emphasis)
         start = self.pinned if task == "condense" else self.first
         context = SummaryContext(
             task=task,
             previous_summary=previous,
-            max_tokens=self.max_tokens,
+            max_tokens=budget,
             prompt=prompt,
             thread_id=None,
             start=start,
@@ -469,14 +473,11 @@ class SummaryCalls:
         summary = await call_summarizer(self.summarizer, messages, context, timeout=self.timeout)
         if task == "condense":
             return summary
+
+        async def condense(text: str) -> str:
+            return await self("condense", [], text, max_tokens=budget)
+
         kept = await keep_within_budget(
-            summary,
-            self.max_tokens,
-            self.count,
-            self._condense,
-            on_over_budget=self.on_over_budget,
+            summary, budget, self.count, condense, on_over_budget=self.on_over_budget
         )
         return kept.summary
-
-    async def _condense(self, text: str) -> str:
-        return await self("condense", [], text)

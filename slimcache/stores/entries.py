@@ -50,6 +50,20 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _parts(value: object) -> tuple[tuple[int, int, int], ...] | None:
+    """A summary's layout as stored (a list of three non-negative integers each), or ``None``."""
+    if not isinstance(value, list):
+        return None
+    parts: list[tuple[int, int, int]] = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 3):
+            return None
+        if not all(_is_int(n) and n >= 0 for n in item):
+            return None
+        parts.append((item[0], item[1], item[2]))
+    return tuple(parts)
+
+
 @dataclass(frozen=True)
 class SummaryEntry:
     """A cached summary of messages ``start..end`` (inclusive) of one thread.
@@ -66,6 +80,10 @@ class SummaryEntry:
         summarizer: Which summarizer made it.
         prompt: Digest of the prompts it was made with.
         strategy: The merge strategy that produced it.
+        parts: The ``tree`` strategy's layout of the summary: ``(level, covered tokens,
+            characters)`` per part, in order (see :mod:`slimcache.core.tree`); empty for a
+            summary of one piece, and then not written, so that versions before it read the
+            entry as they always did (they ignore the key when it is there).
     """
 
     thread: str
@@ -79,10 +97,14 @@ class SummaryEntry:
     summarizer: str
     prompt: str
     strategy: str
+    parts: tuple[tuple[int, int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the envelope as a JSON-ready dict."""
-        return {"format": _SUMMARY_FORMAT, "v": ENTRY_VERSION, **asdict(self)}
+        data = {"format": _SUMMARY_FORMAT, "v": ENTRY_VERSION, **asdict(self)}
+        if not self.parts:
+            del data["parts"]
+        return data
 
     def to_json(self) -> str:
         """Serialize the envelope."""
@@ -103,7 +125,11 @@ class SummaryEntry:
             return None
         if (data["thread"], data["start"], data["end"]) != (thread, start, end):
             return None
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        parts = _parts(data.get("parts", []))
+        if parts is None:
+            return None
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k != "parts"}
+        return cls(**fields, parts=parts)
 
     @classmethod
     def parse(cls, raw: object, *, thread: str, start: int, end: int) -> SummaryEntry | None:

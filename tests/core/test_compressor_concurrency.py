@@ -39,6 +39,7 @@ from slimcache import (
 )
 from slimcache.stores import ThreadKeys
 from slimcache.testing import StoreFactory
+from slimcache.types import StrategyName
 from tests.fakes import RecordingSummarizer, chat
 from tests.workers.replay_worker import (
     SUMMARIZER_ID,
@@ -167,7 +168,12 @@ class WorkerPool:
         stdin.flush()
 
     async def run(
-        self, scenario: str, messages: int, *, fail_first_worker: int | None = None
+        self,
+        scenario: str,
+        messages: int,
+        *,
+        fail_first_worker: int | None = None,
+        strategy: str = "extend",
     ) -> Run:
         """Run one job on a new thread and collect the reports and the calls.
 
@@ -205,6 +211,7 @@ class WorkerPool:
                         "fail_delay": FAIL_DELAY,
                         "calls_log": str(calls_log),
                         "go": str(folder / f"go-{worker}"),
+                        "strategy": strategy,
                     },
                 )
             for worker in range(WORKERS):
@@ -288,7 +295,9 @@ class Reference:
     results: dict[int, CompressionResult]  # by request length
 
 
-async def sequential_replay(conversation: list[dict[str, Any]], lengths: list[int]) -> Reference:
+async def sequential_replay(
+    conversation: list[dict[str, Any]], lengths: list[int], strategy: StrategyName = "extend"
+) -> Reference:
     calls: list[Call] = []
 
     async def summarizer(messages: Sequence[Any], context: SummaryContext) -> str:
@@ -301,6 +310,7 @@ async def sequential_replay(conversation: list[dict[str, Any]], lengths: list[in
         trigger=MessageThreshold(TRIGGER),
         keep=KeepMessages(KEEP),
         summarizer_id=SUMMARIZER_ID,
+        strategy=strategy,
     )
     results = {
         length: await compressor.compress_detailed(conversation[:length], thread_id="reference")
@@ -361,6 +371,29 @@ async def test_a_rolling_replay_summarizes_each_range_once(
     for worker in run.reports:
         for task in worker:
             assert [r["length"] for r in task] == lengths
+            for report in task:
+                assert_served(report, reference.results[report["length"]])
+    await assert_no_lease(store, run)
+
+
+async def test_a_tree_builds_each_parent_once_across_processes(
+    pool: WorkerPool, open_shared: Callable[[], Awaitable[Store]]
+) -> None:
+    # Four processes replay one conversation with strategy="tree": each part, and each parent
+    # a compaction merges its siblings into, is made by one call of one process.
+    store = await open_shared()
+    conversation = history(ROLLING_MESSAGES + 24)
+    lengths = request_lengths(len(conversation), ROLLING_STEP)
+    reference = await sequential_replay(conversation, lengths, "tree")
+    merges = [c for c in reference.calls if c[2] == "extend"]
+    assert merges  # parents are built while the others replay
+
+    run = await pool.run("rolling", ROLLING_MESSAGES + 24, strategy="tree")
+
+    assert Counter(run.calls) == Counter(reference.calls)
+    assert len(set(run.calls)) == len(run.calls)  # each part and parent exactly once
+    for worker in run.reports:
+        for task in worker:
             for report in task:
                 assert_served(report, reference.results[report["length"]])
     await assert_no_lease(store, run)

@@ -25,7 +25,7 @@ The outcome of every request is printed as one JSON line::
 The job's keys: ``scenario``, ``thread``, ``tasks``, ``messages`` (turns after the system
 message), ``step``, ``trigger`` (``MessageThreshold``), ``keep`` (``KeepMessages``),
 ``lock_wait``, ``lease_ttl``, ``store_timeout`` (the compressor's), ``delay``, ``fail_first``,
-``fail_delay``, ``calls_log``, ``go``.
+``fail_delay``, ``calls_log``, ``go``, and ``strategy`` (default ``extend``).
 """
 
 from __future__ import annotations
@@ -174,6 +174,7 @@ async def run_job(store: Store, worker: int, job: dict[str, Any]) -> Report:
                 lock_wait=job["lock_wait"],
                 lease_ttl=job["lease_ttl"],
                 store_timeout=job["store_timeout"],
+                strategy=job.get("strategy", "extend"),
             )
             for _ in range(job["tasks"])
         ]

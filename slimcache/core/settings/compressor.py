@@ -82,7 +82,13 @@ from slimcache.core.settings.groups import (
     resolve_policies,
     takes_messages_summary_ms,
 )
-from slimcache.core.strategies import Strategy, StrategyName, resolve_strategy, sends_previous
+from slimcache.core.strategies import (
+    Strategy,
+    StrategyName,
+    builds_on,
+    resolve_strategy,
+    sends_previous,
+)
 from slimcache.core.summarizer import OnOverBudget, Prompts, Summarizer, summarizer_name
 from slimcache.messages import (
     DEFAULT_MESSAGE_OVERHEAD,
@@ -406,7 +412,13 @@ class Derived:
         prompt = self.prompts.render("summarize", settings.max_summary_tokens)
         self.prompt_tokens = self.count(prompt)
         matching = settings.reuse_entries == "matching"
-        identity = Identity(self.summarizer_id, self.prompts.digest, self.strategy.name)
+        identity = Identity(
+            self.summarizer_id,
+            self.prompts.digest,
+            self.strategy.name,
+            self.prompts.digests_also,
+            frozenset(builds_on(self.strategy)),
+        )
         self.rules = Rules(
             self.trigger, self.keep, self.summary_tokens, identity if matching else None
         )

@@ -1,0 +1,149 @@
+"""The ``tree`` strategy: a range's summary as a forest of summaries merged like a binary counter.
+
+A cached range ``first..end`` is served as one text, the summaries of its *parts* in order,
+separated by a blank line. Each part covers consecutive messages and has a level: a
+compaction's new messages become a part of level 0, unless the last parts complete a pair,
+as a binary counter carries: the new messages are then summarized together with the parts they
+merge with, in the same call, into one part a level higher. A fact therefore passes through a
+logarithmic number of summarizer calls, not one per extension, and the tree makes exactly one
+call per compaction, as ``extend`` does.
+
+Each part is given its share of the budget at the call that makes it: the tokens it covers
+over the tokens of the whole range plus one more compaction of the same size, so that every
+part summarizes its messages about as densely as the others and room is left for the next
+compaction. When the parts kept and the new one would exceed :data:`CEILING` times the budget,
+the new part merges the parts before it too, until they fit: the served summary stays within
+the budget (and the slack the summarizer is allowed), whatever the number of compactions.
+
+The layout (each part's level, tokens covered and length in characters) is recorded in the
+entry (:attr:`~slimcache.stores.entries.SummaryEntry.parts`); a summary with no layout (one
+``extend`` wrote, or whose layout does not add up to its text) is one part of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from slimcache.messages import Message, TokenCounter, message_text
+
+__all__ = ["CEILING", "SEPARATOR", "Forest", "Part", "Tree"]
+
+SEPARATOR = "\n\n"
+"""What joins the parts' summaries in the served text."""
+
+CEILING = 1.1
+"""The served parts together stay within this many times the budget (before the summarizer's
+own slack): past it, a compaction merges earlier parts into its new one."""
+
+# A summary with no recorded layout: merged only to stay within the ceiling, never as a sibling.
+_WHOLE = 64
+
+
+@dataclass(frozen=True)
+class Part:
+    """One summary of the forest: its level, the tokens of the messages it covers, its text."""
+
+    level: int
+    covered: int
+    text: str
+
+
+class Forest(str):
+    """A served summary (the parts' texts joined by :data:`SEPARATOR`) that knows its parts.
+
+    It is a ``str``: every strategy and front door uses it as the summary's text.
+    """
+
+    parts: tuple[Part, ...]
+
+    def __new__(cls, parts: Sequence[Part]) -> Forest:
+        text = super().__new__(cls, SEPARATOR.join(p.text for p in parts))
+        text.parts = tuple(parts)
+        return text
+
+    @property
+    def layout(self) -> tuple[tuple[int, int, int], ...]:
+        """``(level, covered tokens, characters)`` per part, as an entry records it."""
+        return tuple((p.level, p.covered, len(p.text)) for p in self.parts)
+
+    @classmethod
+    def of(cls, summary: str, layout: Sequence[Sequence[int]], covered: int) -> Forest:
+        """The forest a stored summary holds, from its ``layout`` as an entry records it.
+
+        A layout that does not add up to the text (or none) makes the summary one part
+        covering ``covered`` tokens.
+        """
+        parts: list[Part] = []
+        position = 0
+        for level, tokens, chars in layout:
+            if parts:
+                if summary[position : position + len(SEPARATOR)] != SEPARATOR:
+                    break
+                position += len(SEPARATOR)
+            parts.append(Part(level, tokens, summary[position : position + chars]))
+            position += chars
+        else:
+            if parts and position == len(summary):
+                return cls(parts)
+        return cls([Part(_WHOLE, covered, summary)])
+
+
+def forest(previous: str, count: TokenCounter) -> Forest:
+    """``previous`` as a forest: itself when it is one, else one part of its own."""
+    if isinstance(previous, Forest):
+        return previous
+    # A previous summary cut to fit a call's input: its messages' tokens are not known here.
+    return Forest([Part(_WHOLE, count(previous), previous)])
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Range summaries merged as a balanced tree, one summarizer call per compaction.
+
+    A fact stated early passes through about ``log2`` of the compactions' calls, as many as
+    one stated late, where ``extend`` summarizes it again at every compaction. See
+    :mod:`slimcache.core.tree` for the layout and the budget each part is given.
+    """
+
+    name: str = field(default="tree", init=False)
+    sends_previous: ClassVar[bool] = True
+    builds_on: ClassVar[tuple[str, ...]] = ("extend",)
+    """Strategies whose entries this one serves and extends: their summary is one part."""
+
+    async def combine(
+        self,
+        previous: str | None,
+        new: Sequence[Message],
+        summarize: Callable[..., Awaitable[str]],
+        *,
+        count: TokenCounter,
+        max_tokens: int,
+    ) -> str:
+        """Summarize ``new`` into a part, merged with the parts it completes a pair with."""
+        parts = list(forest(previous, count).parts) if previous is not None else []
+        added = sum(count(message_text(m)) for m in new) or 1
+        merged: list[Part] = []
+        level = 0
+        while parts and parts[-1].level == level:  # the binary counter's carry
+            merged.insert(0, parts.pop())
+            level += 1
+        whole = sum(p.covered for p in parts) + sum(p.covered for p in merged) + added
+
+        def share() -> int:
+            covered = sum(p.covered for p in merged) + added
+            return max(1, math.floor(max_tokens * covered / (whole + added)))
+
+        while parts and sum(count(p.text) for p in parts) + share() > CEILING * max_tokens:
+            merged.insert(0, parts.pop())
+            level = max(level, merged[0].level + 1)
+        budget = min(max_tokens, share())
+        if merged:
+            siblings = SEPARATOR.join(p.text for p in merged)
+            text = await summarize("extend", new, siblings, max_tokens=budget)
+        else:
+            text = await summarize("summarize", new, None, max_tokens=budget)
+        covered = sum(p.covered for p in merged) + added
+        return Forest([*parts, Part(min(level, _WHOLE), covered, text)])
