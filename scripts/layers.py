@@ -91,14 +91,15 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         "entry points",
-        "the public package, the command line and the LangChain, Pydantic AI and OpenAI Agents "
-        "bridges",
+        "the public package, the command line and the LangChain, Pydantic AI, OpenAI Agents and "
+        "Google ADK bridges",
         (
             "slimcache",
             "slimcache.cli",
             "slimcache.langchain",
             "slimcache.pydantic_ai",
             "slimcache.openai_agents",
+            "slimcache.google_adk",
         ),
     ),
     Layer("program", "python -m slimcache", ("slimcache.__main__",)),

@@ -1,9 +1,10 @@
 """A bridge's names that need its framework, imported on first use: one ``__getattr__`` shape,
 and the ``__dir__`` that lists them.
 
-``slimcache.langchain``, ``slimcache.pydantic_ai`` and ``slimcache.openai_agents`` import without
-their framework; a name that needs it is imported when first asked for, and a missing framework
-is a :class:`~slimcache.MissingExtraError` saying what to install.
+``slimcache.langchain``, ``slimcache.pydantic_ai``, ``slimcache.openai_agents`` and
+``slimcache.google_adk`` import without their framework; a name that needs it is imported when
+first asked for, and a missing framework is a :class:`~slimcache.MissingExtraError` saying what
+to install.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ _NEEDS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "slimcache.langchain": (("langchain", "langgraph"), "langchain 1.0 or later", "langchain"),
     "slimcache.pydantic_ai": (("pydantic_ai",), "Pydantic AI 2", "pydantic-ai"),
     "slimcache.openai_agents": (("agents", "openai"), "the OpenAI Agents SDK", "openai-agents"),
+    "slimcache.google_adk": (
+        ("google",),
+        "google-adk 2 (on Python 3.11 or later)",
+        "google-adk",
+    ),
 }
 
 
