@@ -161,3 +161,14 @@ async def test_under_a_token_threshold_each_summary_extends_the_last_with_the_ne
     sent = sum(len(call.messages) for call in summarizer.calls)
     raw = [e for e in await stack.events("chat-42") if not e.actions.compaction]
     assert sent <= len(raw)  # each message is sent once
+
+
+def test_the_example_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "google_adk_app.py")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "events 10, summarizer calls 2" in result.stdout
+    guide = (ROOT / "docs" / "guides" / "google-adk.md").read_text()
+    assert '```python\n--8<-- "examples/google_adk_app.py"\n```' in guide
