@@ -19,6 +19,10 @@ the input tokens they were sent::
   ``FileSessionManager`` (its history lives in the session), the agent's model overflowing past
   ``TRIGGER`` messages and ``preserve_recent_messages`` the ``KEEP``; then a second worker, with
   session files of its own (another region, a replay), serves the same conversations.
+- Google ADK: ``LlmEventSummarizer`` against ``CachedEventsSummarizer``, as the summarizer of a
+  sliding window of ``ADK_INTERVAL`` invocations overlapping by one, on a stateless server: each
+  request builds a new in-memory session from the history it carries, then runs its turn (the
+  agent answers as the dataset does, so that the next request carries its answer).
 
 The fake model counts ``ceil(characters / 4)`` input tokens of everything it is sent (prompt and
 transcript) and replies with the first 600 characters of the last message it was given. The
@@ -41,6 +45,7 @@ from slimcache.bench.datasets import BenchConversation, load_chitchat, select_co
 TRIGGER: Final[tuple[Literal["messages"], int]] = ("messages", 20)
 KEEP: Final[tuple[Literal["messages"], int]] = ("messages", 10)
 MIN_MESSAGES = 40
+ADK_INTERVAL = 5
 REPLY_CHARS = 600
 
 
@@ -327,6 +332,88 @@ async def strands_pair(conversations: list[BenchConversation]) -> list[tuple[str
     return results
 
 
+# ---------------------------------------------------------------------- Google ADK
+
+
+async def adk_pair(conversations: list[BenchConversation]) -> list[tuple[str, Meter]]:
+    import warnings
+
+    from google.adk.agents import LlmAgent
+    from google.adk.apps.app import App, EventsCompactionConfig
+    from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+    from google.adk.events.event import Event
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.genai import types
+
+    from slimcache.google_adk import CachedEventsSummarizer
+
+    warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
+
+    class Metered(BaseLlm):
+        meter: Any = None
+        answer: str = "ok"
+
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            texts = [str(llm_request.config.system_instruction or "")] + [
+                part.text or "" for content in llm_request.contents for part in content.parts or ()
+            ]
+            reply = self.answer if self.meter is None else self.meter.reply(texts)
+            usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=1)
+            content = types.Content(role="model", parts=[types.Part(text=reply)])
+            yield LlmResponse(content=content, usage_metadata=usage)
+
+    def said(role: str, text: str) -> types.Content:
+        return types.Content(role=role, parts=[types.Part(text=text)])
+
+    results = []
+    for name in ("Google ADK LlmEventSummarizer", "slimcache CachedEventsSummarizer"):
+        meter = Meter()
+        summarizer: Any
+        plugins: list[Any] = []
+        if name.startswith("Google"):
+            summarizer = LlmEventSummarizer(Metered(model="summaries", meter=meter))
+        else:
+            summarizer = CachedEventsSummarizer(Metered(model="summaries", meter=meter), None)
+            plugins = [summarizer.plugin]
+        config = EventsCompactionConfig(
+            summarizer=summarizer, compaction_interval=ADK_INTERVAL, overlap_size=1
+        )
+        answers = Metered(model="answers")
+        agent = LlmAgent(name="assistant", model=answers)
+        app = App(name="peers", root_agent=agent, plugins=plugins, events_compaction_config=config)
+        for conversation in conversations:
+            for end in user_turns(conversation):
+                # A stateless worker: a new session made of the history the request carries.
+                sessions = InMemorySessionService()
+                session = await sessions.create_session(
+                    app_name="peers", user_id="u", session_id=conversation.id
+                )
+                invocation = ""
+                for number, message in enumerate(conversation.messages[:end]):
+                    user = message["role"] in ("user", "human")
+                    invocation = f"inv-{number}" if user else invocation
+                    event = Event(
+                        invocation_id=invocation,
+                        author="user" if user else "assistant",
+                        content=said("user" if user else "model", str(message["content"])),
+                    )
+                    await sessions.append_event(session, event)
+                runner = Runner(app=app, session_service=sessions)
+                text = str(conversation.messages[end]["content"])
+                # The agent answers as the dataset does, so the next request carries its answer.
+                following = conversation.messages[end + 1 : end + 2]
+                answers.answer = str(following[0]["content"]) if following else "ok"
+                async for _ in runner.run_async(
+                    user_id="u", session_id=conversation.id, new_message=said("user", text)
+                ):
+                    pass
+        results.append((name, meter))
+    return results
+
+
 async def main(count: int) -> None:
     dataset = load_chitchat()
     conversations = select_conversations(
@@ -337,7 +424,7 @@ async def main(count: int) -> None:
           f"trigger={TRIGGER}, keep={KEEP}")  # fmt: skip
     print(f"{'framework option':<62}{'calls':>8}{'input tokens':>15}")
     pairs: list[Callable[[list[BenchConversation]], Awaitable[list[tuple[str, Meter]]]]] = [
-        langchain_pair, pydantic_ai_pair, agents_pair, strands_pair,
+        langchain_pair, pydantic_ai_pair, agents_pair, strands_pair, adk_pair,
     ]  # fmt: skip
     for pair in pairs:
         for name, meter in await pair(conversations):

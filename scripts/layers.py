@@ -93,7 +93,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "entry points",
         "the public package, the command line and the LangChain, Pydantic AI, OpenAI Agents, "
-        "Strands and LlamaIndex bridges",
+        "Strands, LlamaIndex and Google ADK bridges",
         (
             "slimcache",
             "slimcache.cli",
@@ -102,6 +102,7 @@ LAYERS: tuple[Layer, ...] = (
             "slimcache.openai_agents",
             "slimcache.strands",
             "slimcache.llama_index",
+            "slimcache.google_adk",
         ),
     ),
     Layer("program", "python -m slimcache", ("slimcache.__main__",)),

@@ -54,6 +54,8 @@ NOT_A_DEFAULT: dict[tuple[str, str], str] = {
     ("slimcache/recipes/conversation_compressor.py", "ConversationCompressor.deserialize"): "",
     # None: no ceiling size to read; the function only asks whether a size is a fraction.
     ("slimcache/frameworks/sizes.py", "needs_context_size"): "",
+    # A record's own field: the fingerprint of the batches folded in, not the setting.
+    ("slimcache/llama_index/_ledger.py", "Ledger"): "",
 }
 
 

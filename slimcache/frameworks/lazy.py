@@ -2,8 +2,8 @@
 and the ``__dir__`` that lists them.
 
 ``slimcache.langchain``, ``slimcache.pydantic_ai``, ``slimcache.openai_agents``,
-``slimcache.strands`` and ``slimcache.llama_index`` import without their framework; a name that
-needs it is imported when first asked for, and a missing framework is a
+``slimcache.strands``, ``slimcache.llama_index`` and ``slimcache.google_adk`` import without their
+framework; a name that needs it is imported when first asked for, and a missing framework is a
 :class:`~slimcache.MissingExtraError` saying what to install.
 """
 
@@ -26,6 +26,11 @@ _NEEDS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "slimcache.openai_agents": (("agents", "openai"), "the OpenAI Agents SDK", "openai-agents"),
     "slimcache.strands": (("strands",), "Strands Agents 1.62 or later", "strands"),
     "slimcache.llama_index": (("llama_index",), "llama-index-core 0.14", "llama-index"),
+    "slimcache.google_adk": (
+        ("google",),
+        "google-adk 2 (on Python 3.11 or later)",
+        "google-adk",
+    ),
 }
 
 
