@@ -81,7 +81,7 @@ async def test_summarize_within_budget_asks_once_more_then_decides() -> None:
     text = await summarize_within_budget(complete, ctx, on_truncated="raise", name="m")
     assert text == "whole"
     assert prompts == ["Summarize.", shorter_prompt("Summarize.", 40)]
-    assert "at most 20 tokens" in prompts[1]
+    assert "at most 20 tokens" in prompts[1].lower()
     assert (ctx.report.truncated_replies, ctx.report.shorter_retries) == (1, 1)
 
 

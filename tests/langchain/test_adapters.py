@@ -53,7 +53,7 @@ def test_a_slimcache_summarizer_in_langchains_middleware() -> None:
         "lc",
         80,
     )
-    assert "at most 80 tokens" in call.context.prompt
+    assert "at most 80 tokens" in call.context.prompt.lower()
     assert state["messages"][0].content == SUMMARY_PREFIX + "summarize[0-2]"
 
 
