@@ -42,6 +42,7 @@ from slimcache.core.truncation import (
     Reply,
     check_on_truncated,
     summarize_within_budget,
+    usage_of,
 )
 from slimcache.messages import Message
 
@@ -271,10 +272,12 @@ class OpenAISummarizer(_SDKSummarizer):
         choice = completion.choices[0]
         refusal = getattr(choice.message, "refusal", None)
         why = f", refusal: {refusal!r:.200}" if refusal else ""
+        used = usage_of(completion.usage, "prompt_tokens", "completion_tokens")
         return Reply(
-            text=choice.message.content or "",
-            cut=choice.finish_reason == "length",
-            reason=f"finish_reason={choice.finish_reason!r}{why}",
+            choice.message.content or "",
+            choice.finish_reason == "length",
+            f"finish_reason={choice.finish_reason!r}{why}",
+            *used,
         )
 
 
@@ -379,11 +382,9 @@ class AnthropicSummarizer(_SDKSummarizer):
         text = "".join(
             getattr(block, "text", "") for block in response.content if block.type == "text"
         )
-        return Reply(
-            text=text,
-            cut=response.stop_reason == "max_tokens",
-            reason=f"stop_reason={response.stop_reason!r}",
-        )
+        used = usage_of(response.usage, "input_tokens", "output_tokens")
+        reason = f"stop_reason={response.stop_reason!r}"
+        return Reply(text, response.stop_reason == "max_tokens", reason, *used)
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,26 @@ reported to OpenTelemetry, through the ``opentelemetry-api`` package (``pip inst
     slimcache.telemetry.instrument()  # the global meter and tracer providers
 
 Until it is called nothing is imported for it and nothing is recorded. Summarizer calls and
-store calls are reported under OpenTelemetry's semantic conventions
-(``gen_ai.client.token.usage``, ``gen_ai.client.operation.duration``,
-``db.client.operation.duration``, store spans named ``{db.operation.name} {target}``); what is
+store calls are reported under OpenTelemetry's semantic conventions, version 1.37 (the meter's
+and the tracer's ``schema_url``): ``gen_ai.client.token.usage``,
+``gen_ai.client.operation.duration`` and a CLIENT span named ``{gen_ai.operation.name}
+{gen_ai.request.model}`` per summarizer call, ``db.client.operation.duration`` and a CLIENT
+span named ``{db.operation.name} {target}`` per store call; what is
 particular to a cache (requests by outcome, tokens saved against naive re-summarization, lease
 waits, compression latency) under ``slimcache.*``. The guide "Watch hit rate, tokens saved and
 store latency" lists every instrument. No metric has a thread id or message text among its
 attributes; spans carry ``slimcache.thread.hash``, the first 16 hex digits of the thread id's
 SHA-256.
+
+``gen_ai.provider.name``, which the conventions require on every GenAI point, is the provider
+the summarizer names (slimcache's summarizers and the framework models they wrap do); for one
+that names none, a plain summarizer function, it is the ``provider_name`` given to
+:func:`instrument`, else :data:`SCOPE` (``"slimcache"``). The tokens a call used
+(``gen_ai.client.token.usage`` and the span's ``gen_ai.usage.*``) are the provider's usage,
+where the summarizer has it (:class:`~slimcache.core.summarizer.SummarizerReport`); slimcache's
+own count is reported there only under slimcache's provider name or with
+``estimated_usage=True``, as the conventions allow no estimate passed off as the provider's
+usage. slimcache's count of every call stays on the span, as ``slimcache.summarizer.*``.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from slimcache._exceptions import ConfigurationError
 from slimcache._install import pip_install
 from slimcache.core import recorder as _hooks
 from slimcache.stores import DatabaseTarget
@@ -39,12 +52,18 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider
 
     from slimcache.core.results import CompressionResult
+    from slimcache.core.summarizer import SummarizerReport
     from slimcache.messages import TokenCounter
 
-__all__ = ["SCOPE", "instrument", "instrumented", "thread_hash", "uninstrument"]
+__all__ = ["SCHEMA_URL", "SCOPE", "instrument", "instrumented", "thread_hash", "uninstrument"]
 
 SCOPE = "slimcache"
-"""The instrumentation scope: the meter's and the tracer's name (their version is slimcache's)."""
+"""The instrumentation scope: the meter's and the tracer's name (their version is slimcache's),
+and the ``gen_ai.provider.name`` of a summarizer that names no provider, unless
+:func:`instrument` is given one."""
+
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
+"""The semantic conventions the metrics and spans follow, as the meter and the tracer say."""
 
 
 # Latency buckets in seconds, from a memory-store hit to a slow model call.
@@ -78,6 +97,8 @@ def instrument(
     *,
     meter_provider: MeterProvider | None = None,
     tracer_provider: TracerProvider | None = None,
+    provider_name: str | None = None,
+    estimated_usage: bool = False,
 ) -> None:
     """Report every compression, summarizer call and store call of this process.
 
@@ -86,18 +107,36 @@ def instrument(
     Args:
         meter_provider: Where metrics go (default: OpenTelemetry's global one).
         tracer_provider: Where spans go (default: OpenTelemetry's global one).
+        provider_name: The ``gen_ai.provider.name`` of the calls of a summarizer that names no
+            provider (a plain function): the provider it calls, in OpenTelemetry's words
+            (``"openai"``, ``"aws.bedrock"``). Default: :data:`SCOPE`, ``"slimcache"``.
+        estimated_usage: Report slimcache's count of a call's tokens as its usage
+            (``gen_ai.client.token.usage``, ``gen_ai.usage.*``) when the summarizer has not the
+            provider's. Without it, only calls under slimcache's own provider name are.
 
     Raises:
+        ConfigurationError: ``provider_name`` is not a non-empty string, or
+            ``estimated_usage`` not a bool.
         ImportError: ``opentelemetry-api`` is not installed (the ``otel`` extra).
     """
+    if provider_name is not None and (not isinstance(provider_name, str) or not provider_name):
+        raise ConfigurationError(
+            f"provider_name must be a non-empty string, got {type(provider_name).__name__}"
+        )
+    if not isinstance(estimated_usage, bool):
+        raise ConfigurationError(
+            f"estimated_usage must be True or False, got {type(estimated_usage).__name__}"
+        )
     try:
         from opentelemetry import metrics, trace
     except ImportError:
         raise ImportError(f"slimcache.telemetry needs its extra: {pip_install('otel')}") from None
     version = _version()
-    meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, version)
-    tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE, version)
-    _hooks.recorder = _OpenTelemetryRecorder(meter, tracer)
+    meters = meter_provider or metrics.get_meter_provider()
+    tracers = tracer_provider or trace.get_tracer_provider()
+    meter = meters.get_meter(SCOPE, version, schema_url=SCHEMA_URL)
+    tracer = tracers.get_tracer(SCOPE, version, schema_url=SCHEMA_URL)
+    _hooks.recorder = _OpenTelemetryRecorder(meter, tracer, provider_name or SCOPE, estimated_usage)
 
 
 def _version() -> str | None:
@@ -130,16 +169,16 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _model_attributes(summarizer: object) -> dict[str, str]:
-    """The ``gen_ai.*`` attributes of a summarizer's calls: the operation, and the model and
-    provider where the summarizer tells them.
+def _model_attributes(summarizer: object, fallback: str) -> dict[str, str]:
+    """The ``gen_ai.*`` attributes of a summarizer's calls: the operation, the provider (or
+    ``fallback``, when the summarizer tells none), and the model where it tells it.
 
     A summarizer tells them with a ``model`` attribute, a model name (slimcache's own
     summarizers) or a framework's model object that has a ``model_name`` or ``model`` (a
     LangChain chat model, also one bound with ``with_retry``, a Pydantic AI model), and a
     ``provider`` name of its own or its model's ``system`` (Pydantic AI's name for it).
     """
-    attributes = {"gen_ai.operation.name": _CHAT}
+    attributes = {"gen_ai.operation.name": _CHAT, "gen_ai.provider.name": fallback}
     try:
         model: Any = getattr(summarizer, "model", None)
         while getattr(model, "bound", None) is not None:  # a LangChain binding (with_retry)
@@ -192,9 +231,11 @@ def _operation(method: Callable[..., Any]) -> str:
 class _OpenTelemetryRecorder:
     """The :class:`~slimcache.core.recorder.Recorder` that reports to OpenTelemetry."""
 
-    def __init__(self, meter: Meter, tracer: Tracer) -> None:
+    def __init__(self, meter: Meter, tracer: Tracer, provider: str, estimates: bool) -> None:
         from opentelemetry.trace import SpanKind
 
+        self._provider = provider
+        self._estimates = estimates
         self._tracer = tracer
         self._client = SpanKind.CLIENT
         self._requests = meter.create_counter(
@@ -294,20 +335,24 @@ class _OpenTelemetryRecorder:
         call: Awaitable[str],
         count: TokenCounter,
         summarizer: object,
+        report: SummarizerReport,
     ) -> str:
-        """Observe one summarizer call."""
+        """Observe one summarizer call: a CLIENT span named as the GenAI conventions name it,
+        its duration, and the tokens it used (see the module docstring)."""
         labels: dict[str, str] = {
-            **_model_attributes(summarizer),
+            **_model_attributes(summarizer, self._provider),
             "slimcache.summarizer.task": task,
         }
         attributes: dict[str, Any] = {**labels, "slimcache.summarizer.input_tokens": input_tokens}
         if thread_id is not None:
             attributes["slimcache.thread.hash"] = thread_hash(thread_id)
+        model = labels.get("gen_ai.request.model")
+        name = _CHAT if model is None else f"{_CHAT} {model}"
         started = time.perf_counter()
         failed: dict[str, str] = {}
         try:
             with self._tracer.start_as_current_span(
-                "slimcache.summarize", attributes=attributes
+                name, kind=self._client, attributes=attributes
             ) as span:
                 try:
                     summary = await call
@@ -317,12 +362,26 @@ class _OpenTelemetryRecorder:
                     raise
                 output = count(summary)
                 span.set_attribute("slimcache.summarizer.output_tokens", output)
-                self._tokens.record(input_tokens, {**labels, "gen_ai.token.type": "input"})
-                self._tokens.record(output, {**labels, "gen_ai.token.type": "output"})
+                used = self._usage(labels, report, input_tokens, output)
+                for kind, tokens in zip(("input", "output"), used, strict=True):
+                    if tokens is not None:
+                        span.set_attribute(f"gen_ai.usage.{kind}_tokens", tokens)
+                        self._tokens.record(tokens, {**labels, "gen_ai.token.type": kind})
                 return summary
         finally:
             seconds = time.perf_counter() - started
             self._summarizer_seconds.record(seconds, {**labels, **failed})
+
+    def _usage(
+        self, labels: dict[str, str], report: SummarizerReport, sent: int, output: int
+    ) -> tuple[int | None, int | None]:
+        """The input and output tokens to report as a call's usage: the provider's, where the
+        summarizer has them; else slimcache's count, under its own name or when asked for."""
+        if report.input_tokens is not None or report.output_tokens is not None:
+            return report.input_tokens, report.output_tokens
+        if self._estimates or labels["gen_ai.provider.name"] == SCOPE:
+            return sent, output
+        return None, None
 
     async def store_call(
         self, store: object, method: Callable[..., Any], call: Awaitable[_T]

@@ -17,9 +17,11 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 import slimcache.telemetry
 from slimcache import (
+    ConfigurationError,
     KeepMessages,
     MessageThreshold,
     Stats,
@@ -129,7 +131,10 @@ async def test_a_replay_is_counted_across_compressors(
     assert telemetry.tokens("output") == total.summarizer_output_tokens
     for point in [*calls, *telemetry.points("gen_ai.client.token.usage")]:
         assert point.attributes["gen_ai.operation.name"] == "chat"
-        assert "gen_ai.request.model" not in point.attributes  # the fake names no model
+        # The fake names no model and no provider: slimcache's name, under which the tokens
+        # are slimcache's count.
+        assert "gen_ai.request.model" not in point.attributes
+        assert point.attributes["gen_ai.provider.name"] == "slimcache"
 
     latency = telemetry.points("db.client.operation.duration")
     assert {p.attributes["db.system.name"] for p in latency} == {"sqlite"}
@@ -209,9 +214,8 @@ async def test_the_memory_store_and_a_users_store_say_what_they_are(
     assert "get" in _store_span_names(telemetry)  # no target: the operation alone
 
 
-async def test_summarizer_calls_name_the_model_and_provider_they_reach(
-    telemetry: Telemetry, llm_server: LLMServer
-) -> None:
+async def _replay_openai_and_pydantic_ai(llm_server: LLMServer) -> None:
+    """A replay with slimcache's OpenAI summarizer, and one with a Pydantic AI model."""
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -225,6 +229,19 @@ async def test_summarizer_calls_name_the_model_and_provider_they_reach(
     model = FunctionModel(reply, model_name="summarizing-function")
     await _replay(PydanticAISummarizer(model), slimcache.open_store("memory://"), range(8, 9))
 
+
+def _used(span: ReadableSpan, kind: str) -> int:
+    """The span's ``gen_ai.usage.{kind}_tokens``."""
+    value = (span.attributes or {})[f"gen_ai.usage.{kind}_tokens"]
+    assert isinstance(value, int)
+    return value
+
+
+async def test_summarizer_calls_name_the_model_and_provider_they_reach(
+    telemetry: Telemetry, llm_server: LLMServer
+) -> None:
+    await _replay_openai_and_pydantic_ai(llm_server)
+
     calls = telemetry.points("gen_ai.client.operation.duration")
     told = {
         (p.attributes["gen_ai.provider.name"], p.attributes["gen_ai.request.model"]) for p in calls
@@ -233,11 +250,19 @@ async def test_summarizer_calls_name_the_model_and_provider_they_reach(
     usage = telemetry.points("gen_ai.client.token.usage")
     assert {p.attributes["gen_ai.request.model"] for p in usage} == {"tiny", "summarizing-function"}
     assert {p.attributes["gen_ai.token.type"] for p in usage} == {"input", "output"}
-    spans = telemetry.finished("slimcache.summarize")
+    spans = [*telemetry.finished("chat tiny"), *telemetry.finished("chat summarizing-function")]
     assert {(s.attributes or {}).get("gen_ai.request.model") for s in spans} == {
         "tiny",
         "summarizing-function",
     }
+    # The tokens reported are the provider's usage: the server's and Pydantic AI's own counts.
+    for span in spans:
+        attributes = span.attributes or {}
+        assert span.kind == SpanKind.CLIENT
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert _used(span, "input") > 0
+        assert _used(span, "output") > 0
+        assert "slimcache.summarizer.input_tokens" in attributes  # slimcache's count, apart
 
 
 async def test_langchain_and_agents_sdk_models_name_their_provider(
@@ -264,10 +289,108 @@ async def test_langchain_and_agents_sdk_models_name_their_provider(
 
     calls = telemetry.points("gen_ai.client.operation.duration")
     told = {
-        (p.attributes.get("gen_ai.provider.name"), p.attributes["gen_ai.request.model"])
-        for p in calls
+        (p.attributes["gen_ai.provider.name"], p.attributes["gen_ai.request.model"]) for p in calls
     }
     assert told == {("openai", "tiny"), ("openai", "tiny-agents")}
+    # Both have the usage the server reported: it is what the token metric reports.
+    usage = telemetry.points("gen_ai.client.token.usage")
+    assert {p.attributes["gen_ai.request.model"] for p in usage} == {"tiny", "tiny-agents"}
+    assert all(p.attributes["gen_ai.provider.name"] == "openai" for p in usage)
+    spans = [*telemetry.finished("chat tiny"), *telemetry.finished("chat tiny-agents")]
+    assert len(spans) == 2
+    assert all(_used(span, "input") > 0 for span in spans)
+
+
+def _instrumented(**options: Any) -> Telemetry:
+    reader = InMemoryMetricReader()
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    slimcache.telemetry.instrument(
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        tracer_provider=tracer_provider,
+        **options,
+    )
+    return Telemetry(reader, spans)
+
+
+def _genai_points(telemetry: Telemetry) -> list[Any]:
+    return [
+        *telemetry.points("gen_ai.client.operation.duration"),
+        *telemetry.points("gen_ai.client.token.usage"),
+    ]
+
+
+async def test_a_plain_function_is_under_the_provider_given_and_its_count_no_usage() -> None:
+    try:
+        telemetry = _instrumented(provider_name="aws.bedrock")
+        stats = await _replay(RecordingSummarizer(), slimcache.open_store("memory://"), range(8, 9))
+    finally:
+        slimcache.telemetry.uninstrument()
+    calls = telemetry.points("gen_ai.client.operation.duration")
+    assert sum(p.count for p in calls) == stats.summarizer_calls > 0
+    assert {p.attributes["gen_ai.provider.name"] for p in calls} == {"aws.bedrock"}
+    # slimcache's count is no usage of that provider: not reported as if it were.
+    assert telemetry.points("gen_ai.client.token.usage") == []
+    [span] = telemetry.finished("chat")
+    attributes = span.attributes or {}
+    assert "gen_ai.usage.input_tokens" not in attributes
+    assert attributes["slimcache.summarizer.input_tokens"] == stats.summarizer_input_tokens
+
+
+async def test_the_count_is_reported_as_usage_when_asked_for() -> None:
+    try:
+        telemetry = _instrumented(provider_name="aws.bedrock", estimated_usage=True)
+        stats = await _replay(RecordingSummarizer(), slimcache.open_store("memory://"), range(8, 9))
+    finally:
+        slimcache.telemetry.uninstrument()
+    assert telemetry.tokens("input") == stats.summarizer_input_tokens > 0
+    assert telemetry.tokens("output") == stats.summarizer_output_tokens
+    [span] = telemetry.finished("chat")
+    assert _used(span, "input") == stats.summarizer_input_tokens
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"provider_name": ""}, "provider_name must be a non-empty string"),
+        ({"provider_name": 3}, "provider_name must be a non-empty string"),
+        ({"estimated_usage": "yes"}, "estimated_usage must be True or False"),
+    ],
+)
+def test_bad_instrument_options_are_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        slimcache.telemetry.instrument(**options)
+    assert not slimcache.telemetry.instrumented()
+
+
+async def test_every_genai_point_names_its_provider_and_the_span_its_operation(
+    telemetry: Telemetry, llm_server: LLMServer
+) -> None:
+    await _replay_openai_and_pydantic_ai(llm_server)
+    await _replay(RecordingSummarizer(), slimcache.open_store("memory://"), range(8, 9))
+
+    points = _genai_points(telemetry)
+    assert points
+    assert {p.attributes["gen_ai.provider.name"] for p in points} == {
+        "openai",
+        "function",
+        "slimcache",
+    }
+    spans = [
+        span
+        for span in telemetry.spans.get_finished_spans()
+        if (span.attributes or {}).get("gen_ai.operation.name") == "chat"
+    ]
+    assert {span.name for span in spans} == {"chat tiny", "chat summarizing-function", "chat"}
+    for span in spans:
+        attributes = span.attributes or {}
+        assert span.kind == SpanKind.CLIENT
+        model_name = attributes.get("gen_ai.request.model")
+        assert span.name == ("chat" if model_name is None else f"chat {model_name}")
+        assert attributes["gen_ai.provider.name"]
+        assert _used(span, "input") >= 0
+        assert _used(span, "output") >= 0
 
 
 async def test_the_scope_has_slimcaches_version_and_histograms_the_advised_buckets(
@@ -278,14 +401,15 @@ async def test_the_scope_has_slimcaches_version_and_histograms_the_advised_bucke
     data = telemetry.reader.get_metrics_data()
     assert data is not None
     scopes = [scope for resource in data.resource_metrics for scope in resource.scope_metrics]
-    assert [(s.scope.name, s.scope.version) for s in scopes] == [
-        ("slimcache", slimcache.__version__)
+    assert [(s.scope.name, s.scope.version, s.scope.schema_url) for s in scopes] == [
+        ("slimcache", slimcache.__version__, slimcache.telemetry.SCHEMA_URL)
     ]
+    assert slimcache.telemetry.SCHEMA_URL.startswith("https://opentelemetry.io/schemas/1.")
     spans = telemetry.spans.get_finished_spans()
     assert spans
     span_scopes = {span.instrumentation_scope for span in spans}
-    assert {(s.name, s.version) for s in span_scopes if s is not None} == {
-        ("slimcache", slimcache.__version__)
+    assert {(s.name, s.version, s.schema_url) for s in span_scopes if s is not None} == {
+        ("slimcache", slimcache.__version__, slimcache.telemetry.SCHEMA_URL)
     }
     assert None not in span_scopes
     advised = {
@@ -307,7 +431,7 @@ async def test_spans_carry_the_hashed_thread_never_its_id_or_text(
 
     hashed = slimcache.telemetry.thread_hash(THREAD)
     compress = telemetry.finished("slimcache.compress")
-    summarize = telemetry.finished("slimcache.summarize")
+    summarize = telemetry.finished("chat")
     reads = telemetry.finished("get slimcache_entries")
     assert len(compress) == 2
     assert summarize
@@ -357,6 +481,7 @@ async def test_store_and_summarizer_errors_are_counted_by_type(telemetry: Teleme
     assert failed_call.count == 1
     assert failed_call.attributes == {
         "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "slimcache",
         "slimcache.summarizer.task": "summarize",
         "error.type": "TimeoutError",
     }

@@ -188,7 +188,7 @@ class SummaryProducer:
         )
         if reporting.recorder is not None:  # process-wide metrics and a span, when turned on
             call = reporting.recorder.summarize(
-                work.thread_id, task, sent, call, self.count, self.summarizer
+                work.thread_id, task, sent, call, self.count, self.summarizer, context.report
             )
         try:
             summary = await call

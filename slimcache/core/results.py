@@ -16,7 +16,8 @@ served with every later message while the summary is extended in the background)
 ``extended`` (a cached summary extended with the new messages only), ``summarized``
 (summarized from scratch and cached), ``uncached`` (summarized without the cache: no thread id,
 or the store failed under ``on_store_error="bypass"``), ``passthrough`` (the summarizer failed
-under ``on_summarizer_error="uncompressed"``; messages returned as given)."""
+under ``on_summarizer_error="uncompressed"``, or an agent integration could not compress the
+history; messages returned as given)."""
 
 _PER_REQUEST = frozenset({"requests", "cache_hits", "naive_input_tokens", "invalidations"})
 # The counters that keep the largest value seen, not a sum.
@@ -70,6 +71,9 @@ class Stats:
             ``summarizer_calls``.
         cancelled_input_tokens: Tokens those calls were to be sent (or were sent, if the
             request had gone out). Not in ``summarizer_input_tokens``.
+        invalid_histories: Requests of an agent integration whose history slimcache could not
+            compress (a message breaking a rule it checks: a tool result whose call is not in
+            the history, a shape no rule covers), passed to the model as they came.
         stale_served: Requests answered with the summary the store had (or none) and every
             later message, while the summary is extended in the background
             (``refresh="background"``).
@@ -126,6 +130,7 @@ class Stats:
     cut_over_budget: int = 0
     cancelled_calls: int = 0
     cancelled_input_tokens: int = 0
+    invalid_histories: int = 0
 
     def __copy__(self) -> Stats:
         # A snapshot is taken after every request in some servers: copy the counters as they

@@ -168,11 +168,24 @@ class SummarizerReport:
             ``stop_reason="max_tokens"``).
         shorter_retries: Requests made again, asking for a shorter summary, after a cut reply.
         truncated_accepted: Summaries returned although cut (``on_truncated="accept"``).
+        input_tokens: The input tokens the provider reported using for the call (its usage,
+            every request of the call added up), or ``None`` when the summarizer does not have
+            them. slimcache's telemetry reports them as ``gen_ai.client.token.usage``.
+        output_tokens: The output tokens it reported, likewise.
     """
 
     truncated_replies: int = 0
     shorter_retries: int = 0
     truncated_accepted: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def add_usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
+        """Count the usage the provider reported for one request (``None``: not reported)."""
+        if input_tokens is not None:
+            self.input_tokens = (self.input_tokens or 0) + input_tokens
+        if output_tokens is not None:
+            self.output_tokens = (self.output_tokens or 0) + output_tokens
 
 
 MESSAGES_PLACEHOLDER = "{messages}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
 from slimcache.core.summarizer import SummaryContext
@@ -27,6 +27,7 @@ __all__ = [
     "check_on_truncated",
     "shorter_prompt",
     "summarize_within_budget",
+    "usage_of",
 ]
 
 logger = logging.getLogger("slimcache")
@@ -50,11 +51,29 @@ class Reply:
         text: The reply's text.
         cut: Whether the model stopped at the token budget.
         reason: Why it stopped, as the API says it (``"finish_reason='length'"``), for messages.
+        input_tokens: The input tokens the provider reported using, if it did.
+        output_tokens: The output tokens it reported, if it did.
     """
 
     text: str
     cut: bool
     reason: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+def usage_of(usage: Any, input_name: str, output_name: str) -> tuple[int | None, int | None]:
+    """The input and output tokens of a provider's usage record (an object or a dict), read
+    under the names the provider gives them; ``None`` for a count it does not have."""
+
+    def read(name: str) -> int | None:
+        try:
+            value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+        except Exception:  # a broken property tells nothing
+            return None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return read(input_name), read(output_name)
 
 
 @dataclass(frozen=True)
@@ -130,10 +149,12 @@ async def summarize_within_budget(
     """
     limit = limit or ReplyLimit.budget(context.max_tokens)
     reply = await complete(context.prompt)
+    context.report.add_usage(reply.input_tokens, reply.output_tokens)
     if reply.cut:
         context.report.truncated_replies += 1
         context.report.shorter_retries += 1
         reply = await complete(shorter_prompt(context.prompt, context.max_tokens, limit.tokens))
+        context.report.add_usage(reply.input_tokens, reply.output_tokens)
         if reply.cut:
             context.report.truncated_replies += 1
     if not reply.text.strip():

@@ -14,6 +14,11 @@ message after it, verbatim (or every message, when nothing is cached), with a wa
 failure is counted in ``stats.summarizer_errors``, and what was served so in the other
 counters (the request once).
 
+Nor must a history slimcache cannot compress: one that breaks a rule slimcache checks
+(:class:`~slimcache.InvalidInput`: a tool result whose call is not in the history, a message of
+a kind no rule covers) is passed to the model as it came, with a warning once per thread, and
+counted in ``stats.invalid_histories`` (and ``stats.requests``). Settings stay errors.
+
 :meth:`AgentCompression.compress` is awaited on the agent's loop;
 :meth:`AgentCompression.compress_blocking` is the same for a framework's sync hook. A
 framework that hands over exactly the messages to summarize has them summarized as a span of
@@ -27,10 +32,10 @@ import asyncio
 import dataclasses
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slimcache._exceptions import ConfigurationError, SummarizerError
+from slimcache._exceptions import ConfigurationError, InvalidInput, SummarizerError
 from slimcache.core.compressor import SummarizeCompressor
 from slimcache.core.policy import Keep, Manual, Trigger
 from slimcache.core.results import CompressionResult, Stats
@@ -50,7 +55,19 @@ from slimcache.messages import Message
 from slimcache.stores import MemoryStore, Store
 from slimcache.sync import default_runner
 
-__all__ = ["AgentCompression", "CompressionOwner", "OnSummarizerError", "Summarized", "summarized"]
+__all__ = [
+    "AgentCompression",
+    "CompressionOwner",
+    "Given",
+    "OnSummarizerError",
+    "Summarized",
+    "summarized",
+]
+
+Given = Sequence[Message] | Callable[[], Sequence[Message]]
+"""What :meth:`AgentCompression.compress` takes: the messages as OpenAI-style dicts, or a
+function that converts the framework's messages to them, called there so that a history the
+conversion refuses is passed to the model as it came, as one the compressor refuses is."""
 
 logger = logging.getLogger("slimcache")
 
@@ -60,6 +77,9 @@ _PROBE_CONTEXT_SIZE = 1_000_000
 
 # The trigger of a compressor that only serves what is cached.
 _NEVER = Manual()
+
+# How many threads a compression remembers having warned of a history it could not compress.
+_WARNED_THREADS = 4096
 
 
 @dataclass(frozen=True)
@@ -110,6 +130,9 @@ class AgentCompression:
         self._needs_size = needs_context_size(*sizes)
         self._lock = threading.Lock()
         self._compressors: dict[int | None, tuple[SummarizeCompressor, SummarizeCompressor]] = {}
+        # Histories passed as they came, and the threads already warned of one (oldest first).
+        self._passed = Stats()
+        self._warned: dict[str | None, None] = {}
         # Every setting is checked before the store is opened, also when the context size
         # is known only later.
         self._build(
@@ -141,11 +164,13 @@ class AgentCompression:
         summarizer calls, tokens saved.
 
         What was served after a summarizer failure (``on_summarizer_error="degrade"``) is
-        counted in, its requests once.
+        counted in, its requests once, and so are the histories passed to the model as they
+        came (``invalid_histories``).
         """
         total = Stats()
         with self._lock:
             pairs = list(self._compressors.values())
+            total.add(self._passed)
         for compressor, cached_only in pairs:
             total.add(compressor.stats)
             total.add(dataclasses.replace(cached_only.stats, requests=0))
@@ -155,32 +180,39 @@ class AgentCompression:
 
     async def compress(
         self,
-        messages: Sequence[Message],
+        messages: Given,
         thread_id: str | None,
         *,
         context_size: int | None = None,
     ) -> CompressionResult:
         """Compress ``messages`` of ``thread_id`` on slimcache's loop.
 
+        A history slimcache cannot compress (one that breaks a rule it checks) is not an
+        error: the result's ``outcome`` is ``"passthrough"``, with no summary, so the model
+        gets the messages as they came (see the module docstring).
+
         Args:
-            messages: The conversation as OpenAI-style dicts.
+            messages: The conversation as OpenAI-style dicts, or a function that converts the
+                framework's messages to them (see :data:`Given`).
             thread_id: The thread; ``None`` caches nothing.
             context_size: The model's context window, for fractions.
 
         Raises:
             ConfigurationError: A size is a fraction and ``context_size`` is ``None``.
-            InvalidInput: A message breaks a rule slimcache checks.
             StoreError: The store failed (unless ``on_store_error="bypass"``).
             SummarizerError: The summarizer failed and ``on_summarizer_error="raise"``.
         """
         pair = self._pair(context_size)
+        dicts = self._converted(messages, thread_id)
+        if dicts is None:
+            return self._as_given(thread_id)
         with calling_from(asyncio.get_running_loop()):
-            pending = default_runner().submit(self._run(pair, messages, thread_id))
+            pending = default_runner().submit(self._run(pair, dicts, thread_id))
         return await asyncio.wrap_future(pending)
 
     def compress_blocking(
         self,
-        messages: Sequence[Message],
+        messages: Given,
         thread_id: str | None,
         *,
         context_size: int | None = None,
@@ -193,7 +225,10 @@ class AgentCompression:
             The errors of :meth:`compress`.
         """
         pair = self._pair(context_size)
-        return default_runner().run(self._run(pair, messages, thread_id))
+        dicts = self._converted(messages, thread_id)
+        if dicts is None:
+            return self._as_given(thread_id)
+        return default_runner().run(self._run(pair, dicts, thread_id))
 
     async def summarize_span(
         self, messages: Sequence[Message], thread_id: str | None, *, start: int = 0
@@ -296,7 +331,56 @@ class AgentCompression:
                 self._compressors[key] = pair
             return pair
 
+    def _converted(self, messages: Given, thread_id: str | None) -> Sequence[Message] | None:
+        """The dicts of ``messages``; ``None`` (counted and warned of) when the conversion
+        refuses them."""
+        if not callable(messages):
+            return messages
+        try:
+            return messages()
+        except InvalidInput as exc:
+            self._refused(thread_id, exc)
+            return None
+
+    def _refused(self, thread_id: str | None, exc: InvalidInput) -> None:
+        """Count a history passed as it came, and warn of it once per thread."""
+        with self._lock:
+            self._passed.requests += 1
+            self._passed.invalid_histories += 1
+            warn = thread_id not in self._warned
+            if warn:
+                if len(self._warned) >= _WARNED_THREADS:
+                    del self._warned[next(iter(self._warned))]
+                self._warned[thread_id] = None
+        if warn:
+            logger.warning(
+                "slimcache cannot compress the history of thread %s, so the model gets it as it "
+                "came (said once per thread; counted in stats.invalid_histories): %s",
+                thread_id,
+                exc,
+            )
+
+    def _as_given(
+        self, thread_id: str | None, messages: Sequence[Message] = ()
+    ) -> CompressionResult:
+        """The answer that sends the messages as they came."""
+        return CompressionResult(
+            [dict(message) for message in messages], "passthrough", thread_id=thread_id
+        )
+
     async def _run(
+        self,
+        pair: tuple[SummarizeCompressor, SummarizeCompressor],
+        messages: Sequence[Message],
+        thread_id: str | None,
+    ) -> CompressionResult:
+        try:
+            return await self._compressed(pair, messages, thread_id)
+        except InvalidInput as exc:
+            self._refused(thread_id, exc)
+            return self._as_given(thread_id, messages)
+
+    async def _compressed(
         self,
         pair: tuple[SummarizeCompressor, SummarizeCompressor],
         messages: Sequence[Message],

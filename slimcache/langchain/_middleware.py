@@ -215,8 +215,9 @@ class CachedSummarizationMiddleware(CompressionOwner, AgentMiddleware):
 
     def _prepare(
         self, request: ModelRequest
-    ) -> tuple[list[dict[str, Any]], str | None, int | None]:
-        """The request's messages, its thread, and the model's context size for fractions."""
+    ) -> tuple[Callable[[], list[dict[str, Any]]], str | None, int | None]:
+        """The request's messages (converted by the kit, which passes the request as it came
+        when they break a rule), its thread, and the model's context size for fractions."""
         size = None
         if self._compression.needs_context_size:
             size = _context_size(request.model) or _context_size(self._chat_model)
@@ -227,7 +228,8 @@ class CachedSummarizationMiddleware(CompressionOwner, AgentMiddleware):
                     "max_input_tokens: use token counts, or give the chat model "
                     'profile={"max_input_tokens": ...}'
                 )
-        return from_langchain(request.messages), self._threads.of(request), size
+        given = request.messages
+        return (lambda: from_langchain(given)), self._threads.of(request), size
 
     def _with_summary(self, request: ModelRequest, result: CompressionResult) -> ModelRequest:
         done = summarized(result)

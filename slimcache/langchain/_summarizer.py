@@ -19,7 +19,7 @@ from slimcache.core.summarizer import (
     _summarizer_executor,
     call_summarizer,
 )
-from slimcache.core.truncation import OnTruncated, Reply, ReplyLimit
+from slimcache.core.truncation import OnTruncated, Reply, ReplyLimit, usage_of
 from slimcache.frameworks.providers import provider_name
 from slimcache.frameworks.summarizers import ModelSummarizer
 from slimcache.langchain._convert import from_langchain, require_langchain, to_langchain
@@ -195,7 +195,8 @@ class LangChainSummarizer(ModelSummarizer):
         else:
             reply = await self.model.ainvoke(sent, **options)
         cut, reason = _stop_reason(reply)
-        return Reply(_reply_text(reply), cut, reason)
+        usage = usage_of(reply.usage_metadata, "input_tokens", "output_tokens")
+        return Reply(_reply_text(reply), cut, reason, *usage)
 
     def _budget_options(self, max_tokens: int) -> dict[str, Any]:
         """The keyword that carries the budget to the model, if one is set."""

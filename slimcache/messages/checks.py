@@ -61,8 +61,9 @@ class CheckedMessages:
             counting each message when first read (any counter but ``approx_tokens``, and
             ``approx_tokens`` past 500 turns).
         pinned: How many leading system/developer messages are pinned.
-        unit_end: For each index, the last index of the atomic unit it belongs to (an assistant
-            message with tool calls and its tool results form one unit).
+        unit_end: For each index, the last index of the atomic unit it belongs to: the
+            assistant messages of a block (one with tool calls and those directly after it,
+            before any result) and the tool results answering them form one unit.
         kinds: One letter per message for what fingerprints hash: a plain turn's role letter
             (``PLAIN_KINDS``), or ``JSON_KIND`` for any other message.
         payloads: Per message, the text fingerprints hash: a plain turn's content, or any
@@ -431,10 +432,22 @@ def _answer(open_calls: frozenset[str], tool_call_id: object, index: int) -> fro
     if tool_call_id not in open_calls:
         raise _fail(
             f"tool result {_shown(tool_call_id)} answers no tool call of the assistant "
-            "message directly before it",
+            "messages directly before it",
             index,
         )
     return open_calls - {tool_call_id}
+
+
+def _joined(open_calls: frozenset[str], call_ids: list[str], index: int) -> frozenset[str]:
+    """The calls of a block of assistant messages, with those of the next one in it."""
+    for pos, call_id in enumerate(call_ids):
+        if call_id in open_calls:
+            raise _fail(
+                f"tool_calls[{pos}] repeats the id {_shown(call_id)} of an assistant message "
+                "of the same block",
+                index,
+            )
+    return open_calls.union(call_ids)
 
 
 def _check_each(
@@ -449,6 +462,8 @@ def _check_each(
     # Unanswered calls of the assistant message being answered; replaced, never mutated.
     open_calls: frozenset[str] = _NO_CALLS
     answered_unit_start = -1
+    # Whether a tool result has answered the block of assistant messages being answered.
+    answering = False
     for index, message in enumerate(messages):
         if type(message) is not dict and not isinstance(message, Mapping):
             raise _fail(_not_a_dict(message), index)
@@ -482,9 +497,17 @@ def _check_each(
             for pos in range(answered_unit_start, index):
                 unit_end[pos] = index
             unit_end.append(index)
+            answering = True
+        elif open_calls and not answering and ROLE_ALIASES.get(role, role) == "assistant":
+            # Another assistant message before any result (a turn split in two, as LangChain
+            # and Anthropic make it): it joins the block whose results follow.
+            if call_ids:
+                open_calls = _joined(open_calls, call_ids, index)
+            unit_end.append(index)
         else:
             open_calls = frozenset(call_ids) if call_ids else _NO_CALLS
             answered_unit_start = index
+            answering = False
             unit_end.append(index)
         if index == pinned and role in PINNED_ROLES:
             pinned += 1

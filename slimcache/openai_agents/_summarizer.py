@@ -13,7 +13,7 @@ from agents.models.openai_responses import OpenAIResponsesModel
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.summarizer import SummaryContext
-from slimcache.core.truncation import OnTruncated, Reply
+from slimcache.core.truncation import OnTruncated, Reply, usage_of
 from slimcache.frameworks.caller_loop import on_caller_loop
 from slimcache.frameworks.providers import provider_name
 from slimcache.frameworks.summarizers import ModelSummarizer
@@ -53,11 +53,14 @@ def _reply(response: Any, max_tokens: int) -> Reply:
     incomplete response; its Chat Completions model drops ``finish_reason``), but it carries
     the usage the API reported: a reply that spent its whole budget stopped at it.
     """
-    spent = getattr(getattr(response, "usage", None), "output_tokens", None)
+    usage = getattr(response, "usage", None)
+    spent = getattr(usage, "output_tokens", None)
     text = _reply_text(response.output)
+    # A model that reports no usage leaves the SDK's Usage() of no request.
+    used = usage_of(usage, "input_tokens", "output_tokens") if getattr(usage, "requests", 0) else ()
     if isinstance(spent, int) and spent >= max_tokens:
-        return Reply(text, True, f"used all {max_tokens} output tokens allowed")
-    return Reply(text, False, "stopped within its budget")
+        return Reply(text, True, f"used all {max_tokens} output tokens allowed", *used)
+    return Reply(text, False, "stopped within its budget", *used)
 
 
 class AgentsSummarizer(ModelSummarizer):

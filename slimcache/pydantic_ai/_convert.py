@@ -2,10 +2,11 @@
 
 A ``ModelRequest`` gives one dict per part: a system prompt ``system``, a user prompt ``user``
 (text and multimodal content as content parts), a tool return or a retry answering a call of the
-response before it ``tool``; any other part, or a tool return that answers no call of the
-response before it, a ``user`` dict that describes it. A ``ModelResponse`` gives one
-``assistant`` dict: its text, its tool calls as ``tool_calls``, and its other parts (thinking,
-built-in tools, files) described as content parts, so they stay with the calls they precede.
+responses before it (one, or several in a row before any return) ``tool``; any other part, or a
+tool return that answers none of their calls, a ``user`` dict that describes it. A
+``ModelResponse`` gives one ``assistant`` dict: its text, its tool calls as ``tool_calls``, and
+its other parts (thinking, built-in tools, files) described as content parts, so they stay with
+the calls they precede.
 
 The dicts record where they came from (:class:`Source`), so that the window sent to the model is
 made of the very message and part objects given: a message the summary does not touch is passed
@@ -145,16 +146,23 @@ def from_pydantic_ai(messages: Sequence[ModelMessage]) -> tuple[list[dict[str, A
     dicts: list[dict[str, Any]] = []
     sources: list[Source] = []
     open_calls: set[str] = set()
+    answering = False  # whether a return has answered the responses whose calls are open
     for index, message in enumerate(messages):
         if isinstance(message, ModelResponse):
             item = _assistant(message)
-            open_calls = {call["id"] for call in item.get("tool_calls", ())}
+            made = {call["id"] for call in item.get("tool_calls", ())}
+            # Responses one after another, before any return, are one block: the returns
+            # after them may answer the calls of any of them.
+            open_calls = open_calls | made if open_calls and not answering else made
+            answering = False
             dicts.append(item)
             sources.append(Source(index, None))
             continue
         for number, part in enumerate(message.parts):
             item = _request_part(part, open_calls)
-            if item["role"] != "tool":
+            if item["role"] == "tool":
+                answering = True
+            else:
                 open_calls = set()
             dicts.append(item)
             sources.append(Source(index, number))

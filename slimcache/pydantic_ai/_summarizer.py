@@ -11,7 +11,7 @@ from pydantic_ai.models import Model, infer_model
 
 from slimcache._exceptions import ConfigurationError
 from slimcache.core.summarizer import SummaryContext
-from slimcache.core.truncation import OnTruncated, Reply
+from slimcache.core.truncation import OnTruncated, Reply, usage_of
 from slimcache.frameworks.caller_loop import on_caller_loop
 from slimcache.frameworks.summarizers import ModelSummarizer
 from slimcache.messages import Message
@@ -70,7 +70,8 @@ class PydanticAISummarizer(ModelSummarizer):
             lambda: model_request(self.model, [request], model_settings=settings)
         )
         reason = getattr(reply, "finish_reason", None)
-        return Reply(reply.text or "", reason == "length", f"finish_reason={reason!r}")
+        usage = usage_of(reply.usage, "input_tokens", "output_tokens")
+        return Reply(reply.text or "", reason == "length", f"finish_reason={reason!r}", *usage)
 
     def __repr__(self) -> str:
         return f"PydanticAISummarizer({self.model!r})"

@@ -213,9 +213,23 @@ def check_batch(messages: Sequence[Message]) -> Batch:
     open_after: tuple[str, ...] | None = None
     if last is not None:
         answered = {m["tool_call_id"] for m in stored[last + 1 :]}
-        calls_made = stored[last].get("tool_calls") or []
+        calls_made = [c for m in _last_block(stored, last) for c in m.get("tool_calls") or ()]
         open_after = tuple(c["id"] for c in calls_made if c["id"] not in answered)
     return Batch(stored, answers, open_after)
+
+
+def _last_block(stored: list[dict[str, Any]], last: int) -> list[dict[str, Any]]:
+    """The assistant messages whose calls the results after ``last`` may answer: the run of
+    assistant messages ending at ``last``, from the first of them with tool calls."""
+    if stored[last]["role"] not in ("assistant", "ai"):
+        return [stored[last]]
+    start = last
+    probe = last - 1
+    while probe >= 0 and stored[probe]["role"] in ("assistant", "ai"):
+        if stored[probe].get("tool_calls"):
+            start = probe
+        probe -= 1
+    return stored[start : last + 1]
 
 
 def check_continuing(messages: Sequence[Message]) -> int:

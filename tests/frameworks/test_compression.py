@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from slimcache import Stats, SummarizerError
+from slimcache import InvalidInput, Stats, SummarizerError
 from slimcache.frameworks.compression import AgentCompression
 from slimcache.frameworks.settings import AgentSettings
 from slimcache.stores import MemoryStore
@@ -83,3 +83,45 @@ def test_no_trigger_never_summarizes_and_serves_what_is_cached() -> None:
     served = never.compress_blocking(chat(20, system=None), "t")
     assert served.summary_range == (0, 5)
     assert len(summarizer.calls) == 1
+
+
+STRAY = [{"role": "user", "content": "q"}, {"role": "tool", "tool_call_id": "x", "content": "r"}]
+
+
+async def test_a_history_the_compressor_refuses_is_passed_as_it_came_and_counted() -> None:
+    summarizer = RecordingSummarizer()
+    compression = AgentCompression(summarizer, MemoryStore(), settings())
+    history = [*chat(8, system=None), *STRAY]
+    result = await compression.compress(history, "t")
+    assert (result.outcome, result.summary_range, result.messages) == ("passthrough", None, history)
+    again = compression.compress_blocking(history, "t")
+    assert again.outcome == "passthrough"
+    assert summarizer.calls == []
+    stats = compression.stats
+    assert (stats.requests, stats.invalid_histories) == (2, 2)
+
+
+async def test_a_conversion_that_refuses_the_history_passes_it_too(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    compression = AgentCompression(RecordingSummarizer(), MemoryStore(), settings())
+
+    def refuse() -> list[dict[str, object]]:
+        raise InvalidInput("no such kind of message", index=3)
+
+    with caplog.at_level("WARNING", logger="slimcache"):
+        result = await compression.compress(refuse, "t")
+        compression.compress_blocking(refuse, "t")
+        await compression.compress(refuse, "u")
+    assert result.outcome == "passthrough"
+    assert summarizer_free(compression)
+    warned = [r.getMessage() for r in caplog.records if "cannot compress" in r.getMessage()]
+    assert len(warned) == 2  # once per thread
+    assert "messages[3]: no such kind of message" in warned[0]
+    converted = await compression.compress(lambda: chat(8, system=None), "t")
+    assert converted.summary_range == (0, 5)
+
+
+def summarizer_free(compression: AgentCompression) -> bool:
+    stats = compression.stats
+    return (stats.summarizer_calls, stats.invalid_histories, stats.requests) == (0, 3, 3)

@@ -216,6 +216,22 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return history
 
 
+def unit_start(history: list[dict[str, Any]], last: int) -> int:
+    """The first message of the unit ending at ``last``: its results' block of assistant
+    messages (from the first with calls of the run of them before the results), or itself."""
+    start = last
+    while history[start]["role"] == "tool":
+        start -= 1
+    if start == last:
+        return last
+    probe = start - 1
+    while probe >= 0 and history[probe]["role"] == "assistant":
+        if history[probe].get("tool_calls"):
+            start = probe
+        probe -= 1
+    return start
+
+
 @settings(max_examples=200, deadline=None)
 @given(history=conversations(), budget=st.integers(1, 80), keep_system=st.booleans())
 def test_trim_keeps_the_longest_suffix_of_whole_units_that_fits(
@@ -240,12 +256,8 @@ def test_trim_keeps_the_longest_suffix_of_whole_units_that_fits(
     if start == pinned:
         return  # nothing dropped
     # The previous unit did not fit, or the kept part is only the last unit.
-    previous = start - 1
-    while history[previous]["role"] == "tool":
-        previous -= 1
-    last_unit = len(history) - 1
-    while history[last_unit]["role"] == "tool":
-        last_unit -= 1
+    previous = unit_start(history, start - 1)
+    last_unit = unit_start(history, len(history) - 1)
     if result.fits:
         assert result.tokens + sum(tokens[previous:start]) > budget
     else:

@@ -176,6 +176,14 @@ async def test_tool_results_may_be_appended_after_their_call(make_store: MakeSto
     ]
 
 
+async def test_results_may_answer_a_block_of_two_assistant_messages() -> None:
+    memory = ConversationWindowMemory(MemoryStore(), 10)
+    await memory.append_many("s", [user("q"), assistant_calls("a"), assistant_calls("b")])
+    await memory.append_many("s", [tool("a"), tool("b")])
+    history = await memory.load_all("s")
+    assert [m.get("tool_call_id") for m in history[3:]] == ["a", "b"]
+
+
 @pytest.mark.parametrize(
     ("before", "result", "rule"),
     [
