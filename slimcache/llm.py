@@ -19,10 +19,11 @@ a reply without text, raises, and the compressor turns that into a
 
 A reply the model cut at the summary's budget (``finish_reason="length"``,
 ``stop_reason="max_tokens"``) is never returned as if it were whole: the request is made once
-more with a prompt asking for a shorter summary, and if that reply is cut too the call raises
-:class:`~slimcache.SummarizerError`, so nothing is cached (or, with ``on_truncated="accept"``,
-the cut summary is returned and a warning logged). The compressor counts both in its
-:class:`~slimcache.Stats` (``truncated_replies``, ``shorter_retries``, ``truncated_accepted``).
+more with a prompt asking for a shorter summary, and if that reply is no better (cut too, or
+empty) the call raises :class:`~slimcache.SummarizerError`, so nothing is cached (or, with
+``on_truncated="accept"``, the first cut summary is returned and a warning logged).
+The compressor counts both in its :class:`~slimcache.Stats` (``truncated_replies``,
+``shorter_retries``, ``truncated_accepted``).
 """
 
 from __future__ import annotations

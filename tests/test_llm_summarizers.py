@@ -499,6 +499,52 @@ async def test_a_cut_reply_can_be_accepted_with_a_warning(
     assert "on_truncated='accept'" in warning.getMessage()
 
 
+def empty_when_asked(path: str, body: dict[str, Any]) -> str:
+    """A model that rambles past the budget, and answers nothing when asked for less."""
+    return "" if "Write a shorter one" in system_text(path, body) else LONG_SUMMARY
+
+
+def rambling_more_when_asked(path: str, body: dict[str, Any]) -> str:
+    """A model cut at the budget every time, with another text when asked for less."""
+    return (
+        "Shorter, then: " * 80 if "Write a shorter one" in system_text(path, body) else LONG_SUMMARY
+    )
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("retry", [empty_when_asked, rambling_more_when_asked])
+async def test_a_cut_reply_stays_the_answer_when_its_retry_is_worse(
+    llm_server: LLMServer, provider: str, retry: Callable[[str, dict[str, Any]], str]
+) -> None:
+    make, path = PROVIDERS[provider]
+    llm_server.text = retry
+    async with make(llm_server, on_truncated="accept") as summarizer:
+        squeezer = compressor(summarizer, MemoryStore())
+        result = await squeezer.compress_detailed(HISTORY, thread_id="cut")
+    assert result.cached
+    assert result.summary == LONG_SUMMARY[: 4 * 77].strip()
+    assert len(llm_server.bodies(path)) == 2
+    stats = squeezer.stats
+    cut = 2 if retry is rambling_more_when_asked else 1
+    assert (stats.truncated_replies, stats.shorter_retries, stats.truncated_accepted) == (cut, 1, 1)
+    assert stats.summarizer_errors == 0
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_an_empty_retry_of_a_cut_reply_raises_as_a_cut_one_when_asked(
+    llm_server: LLMServer, provider: str
+) -> None:
+    make, _ = PROVIDERS[provider]
+    llm_server.text = empty_when_asked
+    async with make(llm_server) as summarizer:
+        with pytest.raises(SummarizerError) as caught:
+            await compressor(summarizer, MemoryStore()).compress(HISTORY, thread_id="cut")
+    message = str(caught.value.__cause__)
+    assert "cut at the budget of 77 tokens" in message
+    assert "the shorter retry replied with no text" in message
+    assert "on_truncated='accept'" in message
+
+
 async def test_a_reply_within_the_budget_is_not_retried(llm_server: LLMServer) -> None:
     llm_server.text = lambda path, body: SHORT_SUMMARY
     ctx = context(max_tokens=count_tokens(SHORT_SUMMARY))
