@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider
 
     from slimcache.core.results import CompressionResult
+    from slimcache.core.summarizer import SummarizerReport
     from slimcache.messages import TokenCounter
 
 __all__ = ["SCOPE", "instrument", "instrumented", "thread_hash", "uninstrument"]
@@ -231,6 +232,11 @@ class _OpenTelemetryRecorder:
             "{message}",
             "Messages an answer's summary lagged behind while it was extended in the background",
         )
+        self._summarizer_requests = meter.create_counter(
+            "slimcache.summarizer.requests",
+            "{request}",
+            "Requests the summarizer calls sent to their model, retries included",
+        )
         self._tokens = meter.create_histogram(
             "gen_ai.client.token.usage",
             "{token}",
@@ -273,6 +279,7 @@ class _OpenTelemetryRecorder:
                     {
                         "slimcache.outcome": result.outcome,
                         "slimcache.summarizer.calls": result.summarizer_calls,
+                        "slimcache.summarizer.requests": result.summarizer_requests,
                         "slimcache.summarizer.input_tokens": result.input_tokens,
                         "slimcache.compress.naive_tokens": result.naive_tokens,
                     }
@@ -294,8 +301,9 @@ class _OpenTelemetryRecorder:
         call: Awaitable[str],
         count: TokenCounter,
         summarizer: object,
+        report: SummarizerReport,
     ) -> str:
-        """Observe one summarizer call."""
+        """Observe one summarizer call, and the requests it sent (``report``)."""
         labels: dict[str, str] = {
             **_model_attributes(summarizer),
             "slimcache.summarizer.task": task,
@@ -317,12 +325,15 @@ class _OpenTelemetryRecorder:
                     raise
                 output = count(summary)
                 span.set_attribute("slimcache.summarizer.output_tokens", output)
-                self._tokens.record(input_tokens, {**labels, "gen_ai.token.type": "input"})
+                # Every request the call sent carried its input: a retry's too.
+                sent = input_tokens * max(report.requests, 1)
+                self._tokens.record(sent, {**labels, "gen_ai.token.type": "input"})
                 self._tokens.record(output, {**labels, "gen_ai.token.type": "output"})
                 return summary
         finally:
             seconds = time.perf_counter() - started
             self._summarizer_seconds.record(seconds, {**labels, **failed})
+            self._summarizer_requests.add(max(report.requests, 1), {**labels, **failed})
 
     async def store_call(
         self, store: object, method: Callable[..., Any], call: Awaitable[_T]

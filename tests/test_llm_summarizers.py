@@ -447,6 +447,10 @@ async def test_a_cut_reply_is_asked_again_shorter_and_only_that_is_cached(
         stats = squeezer.stats
         assert (stats.summarizer_calls, stats.truncated_replies, stats.shorter_retries) == (1, 1, 1)
         assert (stats.truncated_accepted, stats.summarizer_errors) == (0, 0)
+        # Every request the server received is counted, with the input each carried.
+        assert stats.summarizer_requests == len(llm_server.bodies(path)) == 2
+        assert result.summarizer_requests == 2
+        assert stats.summarizer_request_tokens == 2 * stats.summarizer_input_tokens
         # The summary served from the cache is the whole one.
         again = await compressor(summarizer, store).compress_detailed(HISTORY, thread_id="cut")
     assert again.outcome == "hit"
@@ -473,6 +477,7 @@ async def test_a_reply_cut_twice_raises_and_nothing_is_cached(
     assert len(llm_server.bodies(path)) == 2  # one retry, no more
     assert await store.get(ThreadKeys("cut").index) is None
     stats = squeezer.stats
+    assert (stats.summarizer_calls, stats.summarizer_requests) == (1, 2)  # failed, still counted
     assert (stats.truncated_replies, stats.shorter_retries, stats.truncated_accepted) == (2, 1, 0)
     assert stats.summarizer_errors == 1
 

@@ -240,6 +240,28 @@ async def test_summarizer_calls_name_the_model_and_provider_they_reach(
     }
 
 
+async def test_every_request_a_summarizer_call_sent_is_counted(
+    telemetry: Telemetry, llm_server: LLMServer
+) -> None:
+    # A reply cut at the budget, then a shorter one: two requests for one call.
+    def shorter_when_asked(path: str, body: dict[str, Any]) -> str:
+        asked = "Write a shorter one" in body["messages"][0]["content"]
+        return "Short." if asked else "A summary that goes on and on. " * 200
+
+    llm_server.text = shorter_when_asked
+    async with OpenAISummarizer(
+        "tiny", base_url=llm_server.openai_base_url, api_key="test-key"
+    ) as openai:
+        total = await _replay(openai, slimcache.open_store("memory://"), range(8, 14))
+    sent = len(llm_server.bodies())
+    assert total.summarizer_requests == 2 * total.summarizer_calls == sent > 2
+    assert telemetry.total("slimcache.summarizer.requests") == sent
+    assert telemetry.tokens("input") == total.summarizer_request_tokens
+    spans = telemetry.finished("slimcache.compress")
+    told = [(s.attributes or {}).get("slimcache.summarizer.requests", 0) for s in spans]
+    assert sum(int(str(n)) for n in told) == sent
+
+
 async def test_langchain_and_agents_sdk_models_name_their_provider(
     telemetry: Telemetry, llm_server: LLMServer
 ) -> None:

@@ -174,8 +174,9 @@ class SummaryProducer:
         )
         if reporting.recorder is not None:  # process-wide metrics and a span, when turned on
             call = reporting.recorder.summarize(
-                work.thread_id, task, sent, call, self.count, self.summarizer
+                work.thread_id, task, sent, call, self.count, self.summarizer, context.report
             )
+        made = True
         try:
             summary = await call
         except asyncio.CancelledError:
@@ -185,10 +186,11 @@ class SummaryProducer:
             work.stats.summarizer_input_tokens -= sent
             work.stats.cancelled_calls += 1
             work.stats.cancelled_input_tokens += sent
+            made = False
             raise
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
-            work.stats.add_report(context.report)
+            work.requests += work.stats.add_report(context.report, sent, made=made)
         work.stats.summarizer_output_tokens += self.count(summary)
         return summary
 

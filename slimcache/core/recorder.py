@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from slimcache.core.results import CompressionResult
+    from slimcache.core.summarizer import SummarizerReport
     from slimcache.messages import TokenCounter
 
 __all__ = ["Recorder", "observed", "recorder"]
@@ -44,8 +45,11 @@ class Recorder(Protocol):
         call: Awaitable[str],
         count: TokenCounter,
         summarizer: object,
+        report: SummarizerReport,
     ) -> Awaitable[str]:
-        """Observe one call of ``summarizer`` sent ``input_tokens``; ``count`` counts its reply."""
+        """Observe one call of ``summarizer`` sent ``input_tokens``; ``count`` counts its reply,
+        and ``report`` is what the summarizer reports of the call once it ends (the requests it
+        sent)."""
         ...
 
     def store_call(

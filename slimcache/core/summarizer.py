@@ -128,11 +128,14 @@ class SummarizerReport:
             ``stop_reason="max_tokens"``).
         shorter_retries: Requests made again, asking for a shorter summary, after a cut reply.
         truncated_accepted: Summaries returned although cut (``on_truncated="accept"``).
+        requests: Requests the summarizer sent to its model for this call, retries included
+            (0: it does not count them, and the call counts as one request).
     """
 
     truncated_replies: int = 0
     shorter_retries: int = 0
     truncated_accepted: int = 0
+    requests: int = 0
 
 
 MESSAGES_PLACEHOLDER = "{messages}"

@@ -132,6 +132,7 @@ async def summarize_within_budget(
             ``on_truncated="raise"``.
     """
     limit = limit or ReplyLimit.budget(context.max_tokens)
+    context.report.requests += 1
     first = await complete(context.prompt)
     if not first.cut:
         if not first.text.strip():
@@ -139,6 +140,7 @@ async def summarize_within_budget(
         return first.text
     context.report.truncated_replies += 1
     context.report.shorter_retries += 1
+    context.report.requests += 1
     retry = await complete(shorter_prompt(context.prompt, context.max_tokens, limit.tokens))
     if not retry.cut and retry.text.strip():
         return retry.text
