@@ -237,6 +237,11 @@ class _OpenTelemetryRecorder:
             "{request}",
             "Requests the summarizer calls sent to their model, retries included",
         )
+        self._breaker = meter.create_counter(
+            "slimcache.summarizer.breaker",
+            "{event}",
+            "A failing summarizer's breaker opened, closed, or refused a call while open",
+        )
         self._tokens = meter.create_histogram(
             "gen_ai.client.token.usage",
             "{token}",
@@ -371,3 +376,8 @@ class _OpenTelemetryRecorder:
     def stale_served(self, messages: int) -> None:
         """Record how far behind an answer served before its refresh was."""
         self._stale.record(messages)
+
+    def breaker(self, event: str, summarizer: object) -> None:
+        """Count one event of a summarizer's breaker."""
+        labels = {**_model_attributes(summarizer), "slimcache.breaker.event": event}
+        self._breaker.add(1, labels)

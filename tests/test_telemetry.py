@@ -513,3 +513,34 @@ def test_without_the_extra_compressors_work_and_instrument_says_what_to_install(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"slimcache.telemetry needs its extra: {pip_install('otel')}"
+
+
+async def test_a_summarizers_breaker_opening_refusing_and_closing_is_counted(
+    telemetry: Telemetry,
+) -> None:
+    from slimcache.core.breaker import cool_downs_over
+
+    summarizer = RecordingSummarizer(fail_with=RuntimeError("model down"))
+    store = slimcache.open_store("memory://")
+
+    async def turn(messages: int) -> None:
+        compressor = SummarizeCompressor(
+            summarizer,
+            store,
+            trigger=MessageThreshold(6),
+            keep=KeepMessages(4),
+            on_summarizer_error="uncompressed",
+        )
+        await compressor.compress(chat(messages), thread_id=THREAD)
+
+    for messages in range(8, 12):
+        await turn(messages)
+
+    def events(event: str) -> int:
+        return telemetry.total("slimcache.summarizer.breaker", **{"slimcache.breaker.event": event})
+
+    assert (events("opened"), events("refused"), events("closed")) == (1, 2, 0)
+    summarizer.fail_with = None
+    cool_downs_over()
+    await turn(12)
+    assert (events("opened"), events("refused"), events("closed")) == (1, 2, 1)

@@ -13,7 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from slimcache._exceptions import SummarizerError
 from slimcache.core import recorder as reporting
+from slimcache.core.breaker import Breaker, BreakerOpen, breaker_for, no_answer
 from slimcache.core.input_bound import InputBound, Step
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
@@ -153,7 +155,18 @@ class SummaryProducer:
         *,
         emphasis: str | None = None,
     ) -> str:
-        """Call the summarizer once for ``task``, counting the tokens it is sent and returns."""
+        """Call the summarizer once for ``task``, counting the tokens it is sent and returns.
+
+        A summarizer that failed several times in a row lately is not called while its breaker
+        is open (:mod:`slimcache.core.breaker`): :class:`~slimcache.SummarizerError` at once.
+        """
+        breaker = breaker_for(self.summarizer_id)
+        try:
+            probe = breaker.admit()
+        except BreakerOpen:
+            work.stats.breaker_refused += 1
+            self._breaker_event("refused")
+            raise
         prompt = self.prompts.render(task, self.max_tokens, emphasis)
         context = SummaryContext(
             task=task,
@@ -187,12 +200,31 @@ class SummaryProducer:
             work.stats.cancelled_calls += 1
             work.stats.cancelled_input_tokens += sent
             made = False
+            if probe:
+                breaker.released()
+            raise
+        except SummarizerError as exc:
+            if not no_answer(exc):
+                self._answered(work, breaker)
+            elif breaker.failed(probe=probe):
+                work.stats.breaker_opened += 1
+                self._breaker_event("opened")
             raise
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
             work.requests += work.stats.add_report(context.report, sent, made=made)
         work.stats.summarizer_output_tokens += self.count(summary)
+        self._answered(work, breaker)
         return summary
+
+    def _answered(self, work: Work, breaker: Breaker) -> None:
+        if breaker.answered():
+            work.stats.breaker_closed += 1
+            self._breaker_event("closed")
+
+    def _breaker_event(self, event: str) -> None:
+        if reporting.recorder is not None:
+            reporting.recorder.breaker(event, self.summarizer)
 
     def entry(self, thread: str, target: RangeRef, summary: str, covered: int) -> SummaryEntry:
         """The entry ``summary`` of ``target`` is cached as; ``covered``: its messages' tokens."""

@@ -67,6 +67,11 @@ class Recorder(Protocol):
         ``cancelled`` or ``dropped``."""
         ...
 
+    def breaker(self, event: str, summarizer: object) -> None:
+        """Count one event of ``summarizer``'s breaker (:mod:`slimcache.core.breaker`):
+        ``opened``, ``closed``, or ``refused`` (a call not made while it was open)."""
+        ...
+
     def stale_served(self, messages: int) -> None:
         """Record one answer served while its summary is extended in the background, lagging
         ``messages`` messages behind."""

@@ -60,6 +60,12 @@ class Stats:
         store_errors: Store calls that failed.
         summarizer_errors: Summarizer calls that failed.
         lease_waits: Requests that waited for another worker summarizing the same thread.
+        breaker_refused: Summarizer calls not made because the summarizer's breaker was open:
+            it had failed several times in a row lately, anywhere in the process (see
+            :mod:`slimcache.core.breaker`); each failed at once as a summarizer error.
+        breaker_opened: Times these requests' failures opened a summarizer's breaker (or
+            opened it again after a failed probe).
+        breaker_closed: Times a call of these requests closed it, answering again.
         truncated_replies: Replies the model cut at the summary's token budget, as the
             summarizer reported them (see :class:`~slimcache.core.summarizer.SummarizerReport`;
             the summarizers of ``slimcache.llm`` and ``slimcache.langchain`` do).
@@ -118,6 +124,9 @@ class Stats:
     store_batches: int = 0
     store_errors: int = 0
     summarizer_errors: int = 0
+    breaker_refused: int = 0
+    breaker_opened: int = 0
+    breaker_closed: int = 0
     lease_waits: int = 0
     truncated_replies: int = 0
     shorter_retries: int = 0
