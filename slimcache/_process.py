@@ -19,6 +19,8 @@ The caches, by module (see each for the rules by which it is filled and bounded)
   ``ttl keywords``, whether a store type's method takes ``ttl``.
 - ``slimcache.core.settings.compressor``: ``compressor settings``, settings checked and derived
   per distinct set of a compressor's arguments.
+- ``slimcache.core.breaker``: ``breakers``, the recent failures of each summarizer; cleared,
+  every summarizer is called again at once, and its failures are counted afresh.
 
 Five more process-wide tables are live state, not caches, and are listed here but never
 cleared: emptying them would drop work in flight or let two calls in where one may run. Each

@@ -19,10 +19,11 @@ a reply without text, raises, and the compressor turns that into a
 
 A reply the model cut at the summary's budget (``finish_reason="length"``,
 ``stop_reason="max_tokens"``) is never returned as if it were whole: the request is made once
-more with a prompt asking for a shorter summary, and if that reply is cut too the call raises
-:class:`~slimcache.SummarizerError`, so nothing is cached (or, with ``on_truncated="accept"``,
-the cut summary is returned and a warning logged). The compressor counts both in its
-:class:`~slimcache.Stats` (``truncated_replies``, ``shorter_retries``, ``truncated_accepted``).
+more with a prompt asking for a shorter summary, and if that reply is no better (cut too, or
+empty) the call raises :class:`~slimcache.SummarizerError`, so nothing is cached (or, with
+``on_truncated="accept"``, the first cut summary is returned and a warning logged).
+The compressor counts both in its :class:`~slimcache.Stats` (``truncated_replies``,
+``shorter_retries``, ``truncated_accepted``).
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from slimcache._exceptions import ConfigurationError, MissingExtraError, SummarizerError
 from slimcache._install import pip_install
+from slimcache.core.limit_field import LimitField, LimitName
 from slimcache.core.summarizer import SummaryContext
 from slimcache.core.truncation import (
     OnTruncated,
@@ -180,8 +182,11 @@ class OpenAISummarizer(_SDKSummarizer):
         temperature: Sent when given; otherwise the server's default applies.
         extra_body: Further JSON fields merged into every request body (server-specific
             options).
-        token_limit: The request field that carries the budget: ``"max_tokens"`` (default)
-            or ``"max_completion_tokens"``, which OpenAI's reasoning models require.
+        token_limit: The request field that carries the budget: ``"max_tokens"`` or
+            ``"max_completion_tokens"``, which OpenAI's reasoning models require. By default
+            ``max_tokens`` (the one llama.cpp's server obeys), and ``max_completion_tokens``
+            from the first request a server refuses ``max_tokens`` on (HTTP 400), which is
+            made once more with it.
         on_truncated: When the reply is cut at the budget, the request is made once more with
             a prompt asking for a shorter summary; if that reply is cut too, ``"raise"``
             (default) raises :class:`~slimcache.SummarizerError`, so nothing is cached, and
@@ -206,7 +211,7 @@ class OpenAISummarizer(_SDKSummarizer):
         timeout: float | None = None,
         temperature: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
-        token_limit: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        token_limit: LimitName | None = None,
         on_truncated: OnTruncated = "raise",
     ) -> None:
         super().__init__(model, on_truncated)
@@ -217,11 +222,12 @@ class OpenAISummarizer(_SDKSummarizer):
             isinstance(temperature, bool) or not isinstance(temperature, (int, float))
         ):
             raise ConfigurationError("temperature must be a number")
-        if token_limit not in ("max_tokens", "max_completion_tokens"):
+        if token_limit not in (None, "max_tokens", "max_completion_tokens"):
             raise ConfigurationError("token_limit must be 'max_tokens' or 'max_completion_tokens'")
         self.temperature = temperature
         self.extra_body = dict(extra_body) if extra_body is not None else None
         self.token_limit = token_limit
+        self._limit_field = LimitField(token_limit)
         if client is None:
             client = _build_client(_OPENAI, base_url, api_key, retries, seconds)
             self._owns_client = True
@@ -250,7 +256,10 @@ class OpenAISummarizer(_SDKSummarizer):
         chat = context.to_chat(messages)
 
         async def complete(prompt: str) -> Reply:
-            return await self._complete([{"role": "system", "content": prompt}, *chat[1:]], context)
+            sent = [{"role": "system", "content": prompt}, *chat[1:]]
+            return await self._limit_field.send(
+                lambda: self._complete(sent, context), context.report, self.name
+            )
 
         return await summarize_within_budget(
             complete, context, on_truncated=self.on_truncated, name=self.name
@@ -260,7 +269,7 @@ class OpenAISummarizer(_SDKSummarizer):
         request: dict[str, Any] = {
             "model": self.model,
             "messages": chat,
-            self.token_limit: context.max_tokens,
+            self._limit_field.name: context.max_tokens,
         }
         if self.temperature is not None:
             request["temperature"] = self.temperature

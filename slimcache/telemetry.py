@@ -272,6 +272,16 @@ class _OpenTelemetryRecorder:
             "{message}",
             "Messages an answer's summary lagged behind while it was extended in the background",
         )
+        self._summarizer_requests = meter.create_counter(
+            "slimcache.summarizer.requests",
+            "{request}",
+            "Requests the summarizer calls sent to their model, retries included",
+        )
+        self._breaker = meter.create_counter(
+            "slimcache.summarizer.breaker",
+            "{event}",
+            "A failing summarizer's breaker opened, closed, or refused a call while open",
+        )
         self._tokens = meter.create_histogram(
             "gen_ai.client.token.usage",
             "{token}",
@@ -314,6 +324,7 @@ class _OpenTelemetryRecorder:
                     {
                         "slimcache.outcome": result.outcome,
                         "slimcache.summarizer.calls": result.summarizer_calls,
+                        "slimcache.summarizer.requests": result.summarizer_requests,
                         "slimcache.summarizer.input_tokens": result.input_tokens,
                         "slimcache.compress.naive_tokens": result.naive_tokens,
                     }
@@ -338,7 +349,8 @@ class _OpenTelemetryRecorder:
         report: SummarizerReport,
     ) -> str:
         """Observe one summarizer call: a CLIENT span named as the GenAI conventions name it,
-        its duration, and the tokens it used (see the module docstring)."""
+        its duration, the requests it sent (``report``) and the tokens it used (see the module
+        docstring)."""
         labels: dict[str, str] = {
             **_model_attributes(summarizer, self._provider),
             "slimcache.summarizer.task": task,
@@ -362,7 +374,9 @@ class _OpenTelemetryRecorder:
                     raise
                 output = count(summary)
                 span.set_attribute("slimcache.summarizer.output_tokens", output)
-                used = self._usage(labels, report, input_tokens, output)
+                # Every request the call sent carried its input: a retry's too.
+                sent = input_tokens * max(report.requests, 1)
+                used = self._usage(labels, report, sent, output)
                 for kind, tokens in zip(("input", "output"), used, strict=True):
                     if tokens is not None:
                         span.set_attribute(f"gen_ai.usage.{kind}_tokens", tokens)
@@ -371,6 +385,7 @@ class _OpenTelemetryRecorder:
         finally:
             seconds = time.perf_counter() - started
             self._summarizer_seconds.record(seconds, {**labels, **failed})
+            self._summarizer_requests.add(max(report.requests, 1), {**labels, **failed})
 
     def _usage(
         self, labels: dict[str, str], report: SummarizerReport, sent: int, output: int
@@ -419,3 +434,11 @@ class _OpenTelemetryRecorder:
     def stale_served(self, messages: int) -> None:
         """Record how far behind an answer served before its refresh was."""
         self._stale.record(messages)
+
+    def breaker(self, event: str, summarizer: object) -> None:
+        """Count one event of a summarizer's breaker."""
+        labels = {
+            **_model_attributes(summarizer, self._provider),
+            "slimcache.breaker.event": event,
+        }
+        self._breaker.add(1, labels)

@@ -447,6 +447,10 @@ async def test_a_cut_reply_is_asked_again_shorter_and_only_that_is_cached(
         stats = squeezer.stats
         assert (stats.summarizer_calls, stats.truncated_replies, stats.shorter_retries) == (1, 1, 1)
         assert (stats.truncated_accepted, stats.summarizer_errors) == (0, 0)
+        # Every request the server received is counted, with the input each carried.
+        assert stats.summarizer_requests == len(llm_server.bodies(path)) == 2
+        assert result.summarizer_requests == 2
+        assert stats.summarizer_request_tokens == 2 * stats.summarizer_input_tokens
         # The summary served from the cache is the whole one.
         again = await compressor(summarizer, store).compress_detailed(HISTORY, thread_id="cut")
     assert again.outcome == "hit"
@@ -473,6 +477,7 @@ async def test_a_reply_cut_twice_raises_and_nothing_is_cached(
     assert len(llm_server.bodies(path)) == 2  # one retry, no more
     assert await store.get(ThreadKeys("cut").index) is None
     stats = squeezer.stats
+    assert (stats.summarizer_calls, stats.summarizer_requests) == (1, 2)  # failed, still counted
     assert (stats.truncated_replies, stats.shorter_retries, stats.truncated_accepted) == (2, 1, 0)
     assert stats.summarizer_errors == 1
 
@@ -497,6 +502,52 @@ async def test_a_cut_reply_can_be_accepted_with_a_warning(
     [warning] = [r for r in caplog.records if "cut at the budget" in r.getMessage()]
     assert warning.levelno == logging.WARNING
     assert "on_truncated='accept'" in warning.getMessage()
+
+
+def empty_when_asked(path: str, body: dict[str, Any]) -> str:
+    """A model that rambles past the budget, and answers nothing when asked for less."""
+    return "" if "Write a shorter one" in system_text(path, body) else LONG_SUMMARY
+
+
+def rambling_more_when_asked(path: str, body: dict[str, Any]) -> str:
+    """A model cut at the budget every time, with another text when asked for less."""
+    return (
+        "Shorter, then: " * 80 if "Write a shorter one" in system_text(path, body) else LONG_SUMMARY
+    )
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("retry", [empty_when_asked, rambling_more_when_asked])
+async def test_a_cut_reply_stays_the_answer_when_its_retry_is_worse(
+    llm_server: LLMServer, provider: str, retry: Callable[[str, dict[str, Any]], str]
+) -> None:
+    make, path = PROVIDERS[provider]
+    llm_server.text = retry
+    async with make(llm_server, on_truncated="accept") as summarizer:
+        squeezer = compressor(summarizer, MemoryStore())
+        result = await squeezer.compress_detailed(HISTORY, thread_id="cut")
+    assert result.cached
+    assert result.summary == LONG_SUMMARY[: 4 * 77].strip()
+    assert len(llm_server.bodies(path)) == 2
+    stats = squeezer.stats
+    cut = 2 if retry is rambling_more_when_asked else 1
+    assert (stats.truncated_replies, stats.shorter_retries, stats.truncated_accepted) == (cut, 1, 1)
+    assert stats.summarizer_errors == 0
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_an_empty_retry_of_a_cut_reply_raises_as_a_cut_one_when_asked(
+    llm_server: LLMServer, provider: str
+) -> None:
+    make, _ = PROVIDERS[provider]
+    llm_server.text = empty_when_asked
+    async with make(llm_server) as summarizer:
+        with pytest.raises(SummarizerError) as caught:
+            await compressor(summarizer, MemoryStore()).compress(HISTORY, thread_id="cut")
+    message = str(caught.value.__cause__)
+    assert "cut at the budget of 77 tokens" in message
+    assert "the shorter retry replied with no text" in message
+    assert "on_truncated='accept'" in message
 
 
 async def test_a_reply_within_the_budget_is_not_retried(llm_server: LLMServer) -> None:

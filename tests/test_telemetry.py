@@ -35,7 +35,7 @@ from slimcache.llm import OpenAISummarizer
 from slimcache.pydantic_ai import PydanticAISummarizer
 from slimcache.testing import StoreFactory
 from tests.fakes import CountingStore, FailingStore, RecordingSummarizer, chat
-from tests.servers.llm_server import LLMServer
+from tests.servers.llm_server import LLMServer, prompt_tokens
 from tests.servers.postgres_server import PostgresServer
 from tests.servers.redis_server import RedisServer
 
@@ -263,6 +263,30 @@ async def test_summarizer_calls_name_the_model_and_provider_they_reach(
         assert _used(span, "input") > 0
         assert _used(span, "output") > 0
         assert "slimcache.summarizer.input_tokens" in attributes  # slimcache's count, apart
+
+
+async def test_every_request_a_summarizer_call_sent_is_counted(
+    telemetry: Telemetry, llm_server: LLMServer
+) -> None:
+    # A reply cut at the budget, then a shorter one: two requests for one call.
+    def shorter_when_asked(path: str, body: dict[str, Any]) -> str:
+        asked = "Write a shorter one" in body["messages"][0]["content"]
+        return "Short." if asked else "A summary that goes on and on. " * 200
+
+    llm_server.text = shorter_when_asked
+    async with OpenAISummarizer(
+        "tiny", base_url=llm_server.openai_base_url, api_key="test-key"
+    ) as openai:
+        total = await _replay(openai, slimcache.open_store("memory://"), range(8, 14))
+    sent = len(llm_server.bodies())
+    assert total.summarizer_requests == 2 * total.summarizer_calls == sent > 2
+    assert telemetry.total("slimcache.summarizer.requests") == sent
+    # The token metric is the provider's usage, every request's: what the server counted.
+    posts = [r for r in llm_server.requests if r.method == "POST"]
+    assert telemetry.tokens("input") == sum(prompt_tokens(r.path, r.body) for r in posts)
+    spans = telemetry.finished("slimcache.compress")
+    told = [(s.attributes or {}).get("slimcache.summarizer.requests", 0) for s in spans]
+    assert sum(int(str(n)) for n in told) == sent
 
 
 async def test_langchain_and_agents_sdk_models_name_their_provider(
@@ -616,3 +640,34 @@ def test_without_the_extra_compressors_work_and_instrument_says_what_to_install(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"slimcache.telemetry needs its extra: {pip_install('otel')}"
+
+
+async def test_a_summarizers_breaker_opening_refusing_and_closing_is_counted(
+    telemetry: Telemetry,
+) -> None:
+    from slimcache.core.breaker import cool_downs_over
+
+    summarizer = RecordingSummarizer(fail_with=RuntimeError("model down"))
+    store = slimcache.open_store("memory://")
+
+    async def turn(messages: int) -> None:
+        compressor = SummarizeCompressor(
+            summarizer,
+            store,
+            trigger=MessageThreshold(6),
+            keep=KeepMessages(4),
+            on_summarizer_error="uncompressed",
+        )
+        await compressor.compress(chat(messages), thread_id=THREAD)
+
+    for messages in range(8, 12):
+        await turn(messages)
+
+    def events(event: str) -> int:
+        return telemetry.total("slimcache.summarizer.breaker", **{"slimcache.breaker.event": event})
+
+    assert (events("opened"), events("refused"), events("closed")) == (1, 2, 0)
+    summarizer.fail_with = None
+    cool_downs_over()
+    await turn(12)
+    assert (events("opened"), events("refused"), events("closed")) == (1, 2, 1)

@@ -106,12 +106,17 @@ def _table(report: BenchReport) -> Table:
         table.add_row(name, *values)
 
     against_naive = "naive" in report.modes
-    row("summarizer calls", [_number(m.summarizer_calls) for m in modes])
+    row(
+        "summarizer calls / requests",
+        [f"{m.summarizer_calls:,} / {m.summarizer_requests:,}" for m in modes],
+    )
     if against_naive:
         row("  vs naive", [_ratio(report.ratio(m.key, "summarizer_calls")) for m in modes])
     row("summarizer input tokens", [_number(m.input_tokens) for m in modes])
     if against_naive:
         row("  vs naive", [_ratio(report.ratio(m.key, "input_tokens")) for m in modes])
+    if any(m.request_input_tokens != m.input_tokens for m in modes):
+        row("  every request, retries included", [_number(m.request_input_tokens) for m in modes])
     row("summarizer output tokens", [_number(m.output_tokens) for m in modes])
     row(f"input-token cost @ ${price:g}/Mtok", [f"${m.cost(price):.4f}" for m in modes])
     row(
@@ -179,7 +184,10 @@ def _notes(report: BenchReport) -> list[str]:
         )
         lines.extend(_round_trips_note(second))
         lines.extend(_call_note(report, second.hit_median_ms))
-    lines.append("Cost counts summarizer input tokens only.")
+    lines.append(
+        "Requests count every request sent to the summarizer, retries included; cost counts "
+        "the input tokens of every request, and only those."
+    )
     failed = report.failed
     if failed is not None:
         lines.append(

@@ -113,7 +113,12 @@ class ModeResult:
         label: How the table names it.
         requests: Requests replayed.
         summarizer_calls: Calls made to the summarizer.
-        input_tokens: Tokens sent to the summarizer (prompts, previous summaries, messages).
+        summarizer_requests: Requests those calls sent to the model, retries included (see
+            ``Stats.summarizer_requests``).
+        input_tokens: Tokens sent to the summarizer (prompts, previous summaries, messages),
+            each call's once.
+        request_input_tokens: Tokens those requests carried, retries included: what the
+            model's server received, and what the cost counts.
         output_tokens: Tokens of the summaries returned.
         message_tokens: Tokens of the chat messages sent to the summarizer (no prompts, no
             previous summaries).
@@ -161,7 +166,9 @@ class ModeResult:
     label: str
     requests: int = 0
     summarizer_calls: int = 0
+    summarizer_requests: int = 0
     input_tokens: int = 0
+    request_input_tokens: int = 0
     output_tokens: int = 0
     message_tokens: int = 0
     cache_hits: int = 0
@@ -201,13 +208,16 @@ class ModeResult:
         return self.store_reads + self.store_writes + self.store_deletes + self.store_batches
 
     def cost(self, price_per_mtok: float) -> float:
-        """Dollars the summarizer input tokens cost at ``price_per_mtok``."""
-        return self.input_tokens * price_per_mtok / 1_000_000
+        """Dollars the summarizer input tokens of every request (retries included) cost at
+        ``price_per_mtok``."""
+        return self.request_input_tokens * price_per_mtok / 1_000_000
 
     def add_stats(self, stats: Stats) -> None:
         """Add a compressor's counters."""
         self.summarizer_calls += stats.summarizer_calls
+        self.summarizer_requests += stats.summarizer_requests
         self.input_tokens += stats.summarizer_input_tokens
+        self.request_input_tokens += stats.summarizer_request_tokens
         self.output_tokens += stats.summarizer_output_tokens
         self.cache_hits += stats.cache_hits
         self.extensions += stats.extensions

@@ -13,7 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from slimcache._exceptions import SummarizerError
 from slimcache.core import recorder as reporting
+from slimcache.core.breaker import Breaker, BreakerOpen, breaker_for, no_answer
 from slimcache.core.input_bound import InputBound, Step
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
@@ -164,10 +166,20 @@ class SummaryProducer:
         """Call the summarizer once for ``task``, counting the tokens it is sent and returns.
 
         ``budget``: this call's (default: ``max_tokens``).
+
+        A summarizer that failed several times in a row lately is not called while its breaker
+        is open (:mod:`slimcache.core.breaker`): :class:`~slimcache.SummarizerError` at once.
         """
         budget = self.max_tokens if budget is None else budget
         if previous is not None:
             previous = str(previous)  # plain text: a Forest is counted as any summary is
+        breaker = breaker_for(self.summarizer_id)
+        try:
+            probe = breaker.admit()
+        except BreakerOpen:
+            work.stats.breaker_refused += 1
+            self._breaker_event("refused")
+            raise
         prompt = self.prompts.render(task, budget, emphasis)
         context = SummaryContext(
             task=task,
@@ -190,6 +202,7 @@ class SummaryProducer:
             call = reporting.recorder.summarize(
                 work.thread_id, task, sent, call, self.count, self.summarizer, context.report
             )
+        made = True
         try:
             summary = await call
         except asyncio.CancelledError:
@@ -199,12 +212,32 @@ class SummaryProducer:
             work.stats.summarizer_input_tokens -= sent
             work.stats.cancelled_calls += 1
             work.stats.cancelled_input_tokens += sent
+            made = False
+            if probe:
+                breaker.released()
+            raise
+        except SummarizerError as exc:
+            if not no_answer(exc):
+                self._answered(work, breaker)
+            elif breaker.failed(probe=probe):
+                work.stats.breaker_opened += 1
+                self._breaker_event("opened")
             raise
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
-            work.stats.add_report(context.report)
+            work.requests += work.stats.add_report(context.report, sent, made=made)
         work.stats.summarizer_output_tokens += self.count(summary)
+        self._answered(work, breaker)
         return summary
+
+    def _answered(self, work: Work, breaker: Breaker) -> None:
+        if breaker.answered():
+            work.stats.breaker_closed += 1
+            self._breaker_event("closed")
+
+    def _breaker_event(self, event: str) -> None:
+        if reporting.recorder is not None:
+            reporting.recorder.breaker(event, self.summarizer)
 
     def entry(self, thread: str, target: RangeRef, summary: str, covered: int) -> SummaryEntry:
         """The entry ``summary`` of ``target`` is cached as; ``covered``: its messages' tokens.

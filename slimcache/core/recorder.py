@@ -48,8 +48,9 @@ class Recorder(Protocol):
         report: SummarizerReport,
     ) -> Awaitable[str]:
         """Observe one call of ``summarizer`` sent ``input_tokens`` (slimcache's count);
-        ``count`` counts its reply, and ``report`` holds, once it ends, the usage the provider
-        reported, where the summarizer has it."""
+        ``count`` counts its reply, and ``report`` holds, once it ends, what the summarizer
+        reports of the call: the requests it sent and the usage the provider reported, where
+        the summarizer has it."""
         ...
 
     def store_call(
@@ -65,6 +66,11 @@ class Recorder(Protocol):
     def refresh(self, event: str) -> None:
         """Count one background refresh ``event``: ``started``, ``finished``, ``failed``,
         ``cancelled`` or ``dropped``."""
+        ...
+
+    def breaker(self, event: str, summarizer: object) -> None:
+        """Count one event of ``summarizer``'s breaker (:mod:`slimcache.core.breaker`):
+        ``opened``, ``closed``, or ``refused`` (a call not made while it was open)."""
         ...
 
     def stale_served(self, messages: int) -> None:

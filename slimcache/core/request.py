@@ -27,6 +27,7 @@ class Work:
         stats: The counters of the compressor serving it.
         reason: Why it compresses, once the planner said so.
         calls: Summarizer calls it made.
+        requests: Requests those calls sent, retries included.
         input_tokens: Tokens those calls were sent.
         new_messages: Messages it folded into a summary.
         naive_tokens: Tokens a naive re-summarization would have sent.
@@ -39,6 +40,7 @@ class Work:
     stats: Stats
     reason: str | None = None
     calls: int = 0
+    requests: int = 0
     input_tokens: int = 0
     new_messages: int = 0
     naive_tokens: int = 0
@@ -80,6 +82,7 @@ class Work:
             thread_id=self.thread_id,
             input_tokens=self.input_tokens,
             naive_tokens=self.naive_tokens,
+            summarizer_requests=self.requests,
         )
 
     def convo_compress_args(self, event: CompressEvent, summary: str) -> tuple[Any, ...]:
@@ -102,4 +105,5 @@ class Work:
             summary_tokens=summary_tokens,
             elapsed=time.perf_counter() - self.started,
             reason=self.reason,
+            summarizer_requests=self.requests,
         )

@@ -33,6 +33,12 @@ class Stats:
         requests: ``compress`` calls.
         summarizer_calls: Calls made to the summarizer (those cancelled before they returned
             are in ``cancelled_calls`` instead).
+        summarizer_requests: Requests those calls sent to the model, retries included: a
+            call of a summarizer that counts its requests (slimcache's own, in
+            :class:`~slimcache.core.summarizer.SummarizerReport`) adds them all, any other call
+            adds one. Retries of a transient failure inside a provider's SDK are not seen.
+        summarizer_request_tokens: Tokens those requests carried, retries included: each
+            retry re-sends its call's input, which ``summarizer_input_tokens`` counts once.
         summarizer_input_tokens: Tokens sent to the summarizer (prompt, previous summary, messages).
         summarizer_output_tokens: Tokens of the summaries it returned.
         naive_input_tokens: Tokens a compressor that re-summarizes everything outside the window
@@ -55,6 +61,12 @@ class Stats:
         store_errors: Store calls that failed.
         summarizer_errors: Summarizer calls that failed.
         lease_waits: Requests that waited for another worker summarizing the same thread.
+        breaker_refused: Summarizer calls not made because the summarizer's breaker was open:
+            it had failed several times in a row lately, anywhere in the process (see
+            :mod:`slimcache.core.breaker`); each failed at once as a summarizer error.
+        breaker_opened: Times these requests' failures opened a summarizer's breaker (or
+            opened it again after a failed probe).
+        breaker_closed: Times a call of these requests closed it, answering again.
         truncated_replies: Replies the model cut at the summary's token budget, as the
             summarizer reported them (see :class:`~slimcache.core.summarizer.SummarizerReport`;
             the summarizers of ``slimcache.llm`` and ``slimcache.langchain`` do).
@@ -97,6 +109,8 @@ class Stats:
 
     requests: int = 0
     summarizer_calls: int = 0
+    summarizer_requests: int = 0
+    summarizer_request_tokens: int = 0
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
     naive_input_tokens: int = 0
@@ -114,6 +128,9 @@ class Stats:
     store_batches: int = 0
     store_errors: int = 0
     summarizer_errors: int = 0
+    breaker_refused: int = 0
+    breaker_opened: int = 0
+    breaker_closed: int = 0
     lease_waits: int = 0
     truncated_replies: int = 0
     shorter_retries: int = 0
@@ -139,11 +156,17 @@ class Stats:
         snapshot.__dict__.update(self.__dict__)
         return snapshot
 
-    def add_report(self, report: SummarizerReport) -> None:
-        """Count what a summarizer reported about one call."""
+    def add_report(self, report: SummarizerReport, input_tokens: int, *, made: bool) -> int:
+        """Count what a summarizer reported about one call sent ``input_tokens``; ``made``:
+        whether the call counts as one request when the summarizer counted none (a call
+        cancelled before it returned does not). Returns the requests counted."""
+        requests = report.requests or int(made)
+        self.summarizer_requests += requests
+        self.summarizer_request_tokens += requests * input_tokens
         self.truncated_replies += report.truncated_replies
         self.shorter_retries += report.shorter_retries
         self.truncated_accepted += report.truncated_accepted
+        return requests
 
     def served_stale(self, messages: int) -> None:
         """Count one answer served stale, lagging ``messages`` behind."""
@@ -194,6 +217,8 @@ class CompressEvent:
         summary_tokens: Tokens of the resulting summary.
         elapsed: Seconds the call took.
         reason: Why compression was due (``"messages>20"``, ``"forced"``), or ``None``.
+        summarizer_requests: Requests those summarizer calls sent, retries included (see
+            ``Stats.summarizer_requests``).
     """
 
     thread_id: str | None
@@ -206,6 +231,7 @@ class CompressEvent:
     summary_tokens: int
     elapsed: float
     reason: str | None
+    summarizer_requests: int = 0
 
 
 @dataclass(frozen=True)
@@ -226,6 +252,8 @@ class CompressionResult:
             every request would have sent for this call (see :attr:`Stats.tokens_saved`).
         stale_messages: For a ``stale`` answer: the messages it carries verbatim that were due
             to be folded into the summary (the summary lags behind by that many); 0 otherwise.
+        summarizer_requests: Requests this call's summarizer calls sent, retries included
+            (see ``Stats.summarizer_requests``).
     """
 
     messages: list[dict[str, Any]]
@@ -238,3 +266,4 @@ class CompressionResult:
     input_tokens: int = 0
     naive_tokens: int = 0
     stale_messages: int = 0
+    summarizer_requests: int = 0

@@ -172,6 +172,8 @@ class SummarizerReport:
             every request of the call added up), or ``None`` when the summarizer does not have
             them. slimcache's telemetry reports them as ``gen_ai.client.token.usage``.
         output_tokens: The output tokens it reported, likewise.
+        requests: Requests the summarizer sent to its model for this call, retries included
+            (0: it does not count them, and the call counts as one request).
     """
 
     truncated_replies: int = 0
@@ -179,6 +181,7 @@ class SummarizerReport:
     truncated_accepted: int = 0
     input_tokens: int | None = None
     output_tokens: int | None = None
+    requests: int = 0
 
     def add_usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
         """Count the usage the provider reported for one request (``None``: not reported)."""

@@ -4,8 +4,9 @@ A model given ``max_tokens`` stops when it reaches them, and says so (``finish_r
 ``stop_reason="max_tokens"``). A summary cut there reads as a whole one but is not, and cached it
 would be the base of every later extension. :func:`summarize_within_budget` is how the
 summarizers of :mod:`slimcache.llm` and :mod:`slimcache.langchain` handle it: ask once more with
-a prompt that asks for a shorter summary (same budget), and if that reply is cut too, raise
-:class:`~slimcache.SummarizerError` (nothing is cached) or, by choice, keep it with a warning.
+a prompt that asks for a shorter summary (same budget), and if that reply is no better (cut
+too, or empty), raise :class:`~slimcache.SummarizerError` (nothing is cached) or, by choice,
+keep the first cut reply with a warning.
 Both are counted in :attr:`SummaryContext.report <slimcache.SummaryContext.report>`.
 """
 
@@ -135,8 +136,9 @@ async def summarize_within_budget(
         complete: Sends one request with the given prompt (the task's prompt, or the shorter
             one) and the context's budget, and returns the reply.
         context: The call's context; its ``report`` counts cut replies and retries.
-        on_truncated: ``"raise"``: a reply still cut after the retry raises. ``"accept"``: it
-            is returned, with a warning logged.
+        on_truncated: ``"raise"``: a retry no better than the cut reply (cut too, or empty)
+            raises. ``"accept"``: the cut reply is returned (the retry's, when the first had no
+            text), with a warning logged.
         name: The summarizer's name, for messages.
         limit: What cuts the reply, for messages (default: the context's budget, which
             ``complete`` sends).
@@ -145,28 +147,37 @@ async def summarize_within_budget(
         The reply's text.
 
     Raises:
-        SummarizerError: The reply has no text, or it is still cut with ``on_truncated="raise"``.
+        SummarizerError: No reply has text, or the retry is no better with
+            ``on_truncated="raise"``.
     """
     limit = limit or ReplyLimit.budget(context.max_tokens)
-    reply = await complete(context.prompt)
-    context.report.add_usage(reply.input_tokens, reply.output_tokens)
-    if reply.cut:
+    context.report.requests += 1
+    first = await complete(context.prompt)
+    context.report.add_usage(first.input_tokens, first.output_tokens)
+    if not first.cut:
+        if not first.text.strip():
+            raise SummarizerError(f"{name} replied with no text ({first.reason})")
+        return first.text
+    context.report.truncated_replies += 1
+    context.report.shorter_retries += 1
+    context.report.requests += 1
+    retry = await complete(shorter_prompt(context.prompt, context.max_tokens, limit.tokens))
+    context.report.add_usage(retry.input_tokens, retry.output_tokens)
+    if not retry.cut and retry.text.strip():
+        return retry.text
+    if retry.cut:
         context.report.truncated_replies += 1
-        context.report.shorter_retries += 1
-        reply = await complete(shorter_prompt(context.prompt, context.max_tokens, limit.tokens))
-        context.report.add_usage(reply.input_tokens, reply.output_tokens)
-        if reply.cut:
-            context.report.truncated_replies += 1
-    if not reply.text.strip():
-        raise SummarizerError(f"{name} replied with no text ({reply.reason})")
-    if not reply.cut:
-        return reply.text
-    what = (
-        f"{name}: the summary was cut at {limit.what} ({reply.reason}), again when asked "
-        "for a shorter one"
-    )
+        worse = "again when asked for a shorter one"
+    else:
+        worse = f"and the shorter retry replied with no text ({retry.reason})"
+    # The retry is no better than the cut reply: the cut reply stays the answer (the retry's,
+    # only when the first had no text at all).
+    kept = first if first.text.strip() else retry
+    if not kept.text.strip():
+        raise SummarizerError(f"{name} replied with no text ({retry.reason})")
+    what = f"{name}: the summary was cut at {limit.what} ({kept.reason}), {worse}"
     if on_truncated == "raise":
         raise SummarizerError(f"{what}; {limit.remedy}, or pass on_truncated='accept' to keep it")
     context.report.truncated_accepted += 1
     logger.warning("%s; keeping it as it is (on_truncated='accept')", what)
-    return reply.text
+    return kept.text

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from slimcache._exceptions import ConfigurationError
+from slimcache.core.limit_field import LimitField
 from slimcache.core.settings.checks import check_summarizer
 from slimcache.core.summarizer import Summarizer, SummaryContext
 from slimcache.core.truncation import (
@@ -64,7 +65,9 @@ class ModelSummarizer:
     says).
 
     A subclass sends the request (:meth:`reply`) and may say what limits the reply
-    (:meth:`limit`).
+    (:meth:`limit`). One that sends the budget in an OpenAI-compatible request sets
+    :attr:`limit_field` and sends it in the field that names: a server refusing
+    ``max_tokens`` is asked once more with ``max_completion_tokens``, from then on.
 
     Args:
         name: The id slimcache records with each cached summary.
@@ -81,6 +84,7 @@ class ModelSummarizer:
         # slimcache records "<module>.<__qualname__>" with each summary; see slimcache.llm.
         self.__qualname__ = name
         self.on_truncated = check_on_truncated(on_truncated)
+        self.limit_field: LimitField | None = None
 
     async def __call__(self, messages: Sequence[Message], context: SummaryContext) -> str:
         """Summarize ``messages`` as ``context`` asks; see :class:`slimcache.SummaryContext`.
@@ -91,7 +95,11 @@ class ModelSummarizer:
         """
 
         async def complete(prompt: str) -> Reply:
-            return await self.reply(prompt, messages, context)
+            if self.limit_field is None:
+                return await self.reply(prompt, messages, context)
+            return await self.limit_field.send(
+                lambda: self.reply(prompt, messages, context), context.report, self.name
+            )
 
         return await summarize_within_budget(
             complete,

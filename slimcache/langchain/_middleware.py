@@ -109,7 +109,9 @@ class CachedSummarizationMiddleware(CompressionOwner, AgentMiddleware):
             passes ``max_summary_tokens`` to each summarizing call as the reply's limit
             (``"max_tokens"``; ``"extra_body.max_tokens"`` for ``ChatOpenAI`` on servers that
             read only ``max_tokens``); see :class:`~slimcache.langchain.LangChainSummarizer`.
-            By default the model's own ``max_tokens`` applies.
+            By default a ``ChatOpenAI`` with no limit of its own is sent the budget as
+            ``max_tokens`` (``max_completion_tokens`` where the server refuses that), and any
+            other model's own ``max_tokens`` applies.
         **options: The settings every agent integration takes, by keyword, documented with
             their defaults in :class:`~slimcache.frameworks.settings.AgentSettings`:
             ``on_summarizer_error`` (``"degrade"``, the default: when the summarizer fails, an

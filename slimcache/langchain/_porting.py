@@ -24,6 +24,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.constants import TAG_NOSTREAM
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
+from slimcache.core.limit_field import refuses_max_tokens
 from slimcache.core.settings.compressor import DEFAULTS
 from slimcache.core.summarizer import (
     DEFAULT_CONDENSE_PROMPT,
@@ -232,8 +233,8 @@ def summary_writer(
 
 def _retryable(error: BaseException) -> bool:
     """Whether LangChain would try the summary call again after ``error``."""
-    if not isinstance(error, Exception):
-        return False
+    if not isinstance(error, Exception) or refuses_max_tokens(error):
+        return False  # a refused max_tokens is sent again at once as max_completion_tokens
     return error.is_retryable if isinstance(error, ModelError) else True
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from slimcache._exceptions import ConfigurationError, SummarizerError
+from slimcache.core.limit_field import MAX_TOKENS, LimitField
 from slimcache.core.settings.compressor import DEFAULTS
 from slimcache.core.summarizer import (
     Prompts,
@@ -90,6 +91,21 @@ def _own_limit(model: object) -> int | None:
     return None
 
 
+def _bounds_by_default(model: object) -> bool:
+    """Whether the budget goes to ``model`` by default: a ``ChatOpenAI`` (or another of
+    langchain-openai's chat models) with no limit of its own, in its settings or its
+    ``extra_body``; also through a binding (``with_retry``)."""
+    if _own_limit(model) is not None:
+        return False
+    while getattr(model, "bound", None) is not None:
+        model = model.bound  # type: ignore[attr-defined]
+    if not any(kind.__name__ == "BaseChatOpenAI" for kind in type(model).__mro__):
+        return False
+    extra = getattr(model, "extra_body", None)
+    own = isinstance(extra, Mapping) and any(name in extra for name in _LIMIT_FIELDS)
+    return not own
+
+
 def check_max_tokens_kwarg(value: object) -> str | None:
     """Return ``value`` if it is ``None``, a keyword, or a keyword and a field in it.
 
@@ -137,9 +153,12 @@ class LangChainSummarizer(ModelSummarizer):
             API. ``"extra_body.max_tokens"`` puts it in the request body as ``max_tokens``
             (merged with the model's own ``extra_body``): ``ChatOpenAI`` sends its
             ``max_tokens`` as ``max_completion_tokens``, which servers that read only
-            ``max_tokens`` ignore (llama-cpp-python's, Ollama, LM Studio), so this is how to
-            bound the reply there. By default only the prompt states the
-            budget, and the reply is bounded by the model's own ``max_tokens``, if any.
+            ``max_tokens`` ignore (llama-cpp-python's, Ollama, LM Studio). By default, a
+            ``ChatOpenAI`` with no limit of its own is sent the budget as
+            ``"extra_body.max_tokens"``, and as ``"max_tokens"`` (its
+            ``max_completion_tokens``) from the first request a server refuses ``max_tokens``
+            on (HTTP 400, as OpenAI's reasoning models do), which is made once more; any other
+            model is bounded by its own ``max_tokens``, if any, the prompt stating the budget.
         on_truncated: When the reply is cut at the budget (the model's own ``max_tokens``, or
             the one passed through ``max_tokens_kwarg``), the request is made once more asking
             for a shorter summary; if that reply is cut too, ``"raise"`` (default) raises
@@ -180,6 +199,8 @@ class LangChainSummarizer(ModelSummarizer):
             default = f"{default}:{model_name}"
         self.max_tokens_kwarg = check_max_tokens_kwarg(max_tokens_kwarg)
         super().__init__(name or default, on_truncated)
+        if self.max_tokens_kwarg is None and _bounds_by_default(model):
+            self.limit_field = LimitField()
         self.provider = _provider(model)
 
     async def reply(
@@ -200,9 +221,12 @@ class LangChainSummarizer(ModelSummarizer):
 
     def _budget_options(self, max_tokens: int) -> dict[str, Any]:
         """The keyword that carries the budget to the model, if one is set."""
-        if self.max_tokens_kwarg is None:
+        kwarg = self.max_tokens_kwarg
+        if kwarg is None and self.limit_field is not None:
+            kwarg = "extra_body.max_tokens" if self.limit_field.name == MAX_TOKENS else "max_tokens"
+        if kwarg is None:
             return {}
-        keyword, _, field = self.max_tokens_kwarg.partition(".")
+        keyword, _, field = kwarg.partition(".")
         if not field:
             return {keyword: max_tokens}
         own = getattr(self.model, keyword, None)
@@ -210,7 +234,7 @@ class LangChainSummarizer(ModelSummarizer):
 
     def limit(self, max_tokens: int) -> ReplyLimit:
         """What cuts a reply: the budget this summarizer sends, or the model's own limit."""
-        if self.max_tokens_kwarg is not None:
+        if self.max_tokens_kwarg is not None or self.limit_field is not None:
             return ReplyLimit.budget(max_tokens)
         own = _own_limit(self.model)
         if own is not None:

@@ -12,6 +12,7 @@ from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.models.openai_responses import OpenAIResponsesModel
 
 from slimcache._exceptions import ConfigurationError
+from slimcache.core.limit_field import MAX_TOKENS, LimitField
 from slimcache.core.summarizer import SummaryContext
 from slimcache.core.truncation import OnTruncated, Reply, usage_of
 from slimcache.frameworks.caller_loop import on_caller_loop
@@ -68,10 +69,12 @@ class AgentsSummarizer(ModelSummarizer):
 
     Each call is one ``model.get_response``: the task's prompt as the system instructions and
     the previous summary and the transcript as one user message, with ``max_tokens`` set to the
-    summary's budget, no tools and tracing off. A reply whose reported usage spent that whole
-    budget was cut at it (the SDK's responses carry no stop reason): it is asked for again with
-    a prompt asking for a shorter summary; see ``on_truncated``. A model that reports no usage
-    is taken at its word. Inside a run
+    summary's budget, no tools and tracing off (an ``OpenAIChatCompletionsModel`` whose server
+    refuses ``max_tokens`` with HTTP 400, as OpenAI's reasoning models do, is asked once more
+    with ``max_completion_tokens``, and sent that from then on). A reply whose reported usage
+    spent that whole budget was cut at it (the SDK's responses carry no stop reason): it is
+    asked for again with a prompt asking for a shorter summary; see ``on_truncated``. A model
+    that reports no usage is taken at its word. Inside a run
     (:class:`~slimcache.openai_agents.CachedSummarizationFilter`), the request goes out on the
     run's own event loop, where the model's HTTP client belongs.
 
@@ -111,18 +114,23 @@ class AgentsSummarizer(ModelSummarizer):
             name or f"openai-agents:{getattr(model, 'model', None) or label}", on_truncated
         )
         self.provider = _provider(model)
+        if isinstance(model, OpenAIChatCompletionsModel):
+            self.limit_field = LimitField()
 
     async def reply(
         self, prompt: str, messages: Sequence[Message], context: SummaryContext
     ) -> Reply:
         """One ``get_response``, on the run's event loop."""
         body = str(context.to_chat(messages)[1]["content"])
+        settings = ModelSettings(max_tokens=context.max_tokens)
+        if self.limit_field is not None and self.limit_field.name != MAX_TOKENS:
+            settings = ModelSettings(extra_args={"max_completion_tokens": context.max_tokens})
 
         async def ask() -> Any:
             return await self.model.get_response(
                 prompt,
                 [{"role": "user", "content": body}],
-                ModelSettings(max_tokens=context.max_tokens),
+                settings,
                 [],
                 None,
                 [],

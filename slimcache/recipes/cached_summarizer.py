@@ -333,6 +333,8 @@ class CachedSummarizer:
             end=len(checked) - 1,
         )
         self._stats.summarizer_calls += 1
+        self._stats.summarizer_requests += 1
+        self._stats.summarizer_request_tokens += tokens
         self._stats.summarizer_input_tokens += tokens
         self._stats.evicted_messages += len(checked) - first
         try:

@@ -47,7 +47,8 @@ async def test_report_table_has_every_row_and_the_floor() -> None:
     assert "in the second pass" in text
     assert "A summarizer call took " in text
     assert "x a cache hit." in text
-    assert text.rstrip().endswith("Cost counts summarizer input tokens only.")
+    assert text.rstrip().endswith("the input tokens of every request, and only those.")
+    assert "every request, retries included" not in text  # shown only when a call retried
 
 
 async def test_report_and_plot_of_some_modes_only(tmp_path: Path) -> None:

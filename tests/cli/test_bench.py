@@ -320,6 +320,10 @@ def test_bench_counts_cut_replies_and_keeps_going_on_one_cut_twice(
     calls = len(llm_server.bodies(OPENAI_PATH))
     assert calls % 2 == 0  # every call was cut once, then answered shorter
     assert f"{calls // 2:,} / {calls // 2:,} / 0" in retried.stdout
+    # Every request the server received is counted, and the cost is of all their tokens.
+    [row] = [line for line in retried.stdout.splitlines() if "summarizer calls / requests" in line]
+    assert f"{calls // 2:,} / {calls:,}" in row
+    assert "every request, retries included" in retried.stdout
 
     # A model that is cut every time: by default the cut summaries are kept and counted.
     llm_server.text = lambda path, body: LONG
@@ -328,6 +332,9 @@ def test_bench_counts_cut_replies_and_keeps_going_on_one_cut_twice(
     assert kept.exit_code == 0, kept.stderr
     memory = json.loads(out.read_text())["modes"]["memory"]
     assert memory["summarizer_calls"] > 0
+    assert memory["summarizer_requests"] == len(llm_server.bodies(OPENAI_PATH)) - calls
+    assert memory["summarizer_requests"] == 2 * memory["summarizer_calls"]
+    assert memory["request_input_tokens"] == 2 * memory["input_tokens"]
     assert memory["truncated_accepted"] == memory["summarizer_calls"]
     assert memory["truncated_replies"] == memory["shorter_retries"] * 2 > 0
     assert (memory["replayed"], memory["failure"]) == (memory["requests"], None)

@@ -31,6 +31,7 @@ from slimcache import (
     TokenThreshold,
 )
 from slimcache.core.background import DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING, refreshes
+from slimcache.core.breaker import cool_downs_over
 from slimcache.stores import ThreadKeys
 from slimcache.testing import StoreFactory
 from tests.fakes import RecordingSummarizer, chat
@@ -337,8 +338,10 @@ async def test_a_failed_refresh_leaves_the_cache_intact_and_later_requests_serve
     assert (again.outcome, again.summary_range) == ("stale", (1, 15))
     assert await slimcache.background.drain()
     assert compressor.stats.background_failed == 2
-    # The model is back: the next request's refresh extends the summary.
+    # The model is back, and the cool-down of its breaker (opened by the two failures) over:
+    # the next request's refresh extends the summary.
     summarizer.failure = None
+    cool_downs_over()
     await compressor.compress(history[:41], thread_id="t")
     assert await slimcache.background.drain()
     fresh = await compressor.compress_detailed(history[:41], thread_id="t")

@@ -132,3 +132,16 @@ async def test_a_call_cancelled_before_its_reply_is_counted_apart() -> None:
     assert stats.cancelled_calls == 1
     assert stats.cancelled_input_tokens > 0
     assert stats.summarizer_errors == 0
+
+
+async def test_a_cut_reply_stays_when_the_retry_is_empty_or_cut_again() -> None:
+    for retry in (Reply("", False, "stop"), Reply("other", True, "finish_reason='length'")):
+        replies = [Reply("first, cut", True, "finish_reason='length'"), retry]
+
+        async def complete(prompt: str, replies: list[Reply] = replies) -> Reply:
+            return replies.pop(0)
+
+        ctx = context()
+        text = await summarize_within_budget(complete, ctx, on_truncated="accept", name="m")
+        assert text == "first, cut"
+        assert (ctx.report.shorter_retries, ctx.report.truncated_accepted) == (1, 1)

@@ -535,6 +535,21 @@ async def test_langchain_cut_reply_accepted_with_a_warning(
     assert any("on_truncated='accept'" in r.getMessage() for r in caplog.records)
 
 
+async def test_langchain_cut_reply_stays_when_its_retry_is_empty(llm_server: LLMServer) -> None:
+    llm_server.text = lambda path, body: (
+        "" if "Write a shorter one" in system_text(path, body) else LONG_SUMMARY
+    )
+    summarizer = LangChainSummarizer(
+        chat_openai(llm_server), max_tokens_kwarg="max_tokens", on_truncated="accept"
+    )
+    compressor = budget_compressor(summarizer, MemoryStore())
+    result = await compressor.compress_detailed(from_langchain(lc_conversation()), thread_id="t")
+    assert (result.cached, result.summary) == (True, LONG_SUMMARY[: 4 * 55].strip())
+    assert len(llm_server.bodies(OPENAI_PATH)) == 2
+    stats = compressor.stats
+    assert (stats.truncated_accepted, stats.summarizer_errors) == (1, 0)
+
+
 def test_langchain_summarizer_rejects_a_bad_on_truncated() -> None:
     with pytest.raises(ConfigurationError, match="on_truncated"):
         LangChainSummarizer(RecordingChatModel(), on_truncated="drop")  # type: ignore[arg-type]

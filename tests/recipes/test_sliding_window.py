@@ -29,6 +29,7 @@ from slimcache import (
     SummaryContext,
     approx_tokens,
 )
+from slimcache.core.breaker import cool_downs_over
 from slimcache.messages import count_message_tokens
 from slimcache.stores import ThreadKeys
 from tests.fakes import CallCountingStore, RecordingSummarizer, chat
@@ -423,6 +424,7 @@ async def test_a_failing_summarizer_leaves_messages_and_summary_as_they_were(
     assert (len(starts), len(ends)) == (3, 1)  # started twice, never finished
 
     summarizer.fail_with = None
+    cool_downs_over()  # the two failures in a row opened the summarizer's breaker
     messages = await window.get_messages()
     assert summary_text(messages[0]) == "summarize[0-2] + extend[3-4]"
     assert messages[1:] == history[5:]

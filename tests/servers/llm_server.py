@@ -21,6 +21,10 @@ message overhead count):
   many tokens (``4 * max_tokens`` characters) and comes with ``finish_reason="length"``
   (OpenAI) or ``stop_reason="max_tokens"`` (Anthropic).
 - With ``api_key`` set, a request without that key is refused with HTTP 401.
+- ``limit_fields`` are the fields of an OpenAI request whose limit it obeys (both by default;
+  llama.cpp's server obeys only ``max_tokens``), and a request carrying one of
+  ``refused_fields`` is refused with HTTP 400 and the body OpenAI's reasoning models give for
+  ``max_tokens`` (recorded, the script not consumed).
 """
 
 from __future__ import annotations
@@ -138,9 +142,16 @@ class _Answer:
     prompt: int
 
     @classmethod
-    def to(cls, body: dict[str, Any], text: str, prompt: int) -> _Answer:
-        """The reply ``text`` as a server with the request's token budget gives it."""
-        budget = body.get("max_tokens", body.get("max_completion_tokens"))
+    def to(
+        cls,
+        body: dict[str, Any],
+        text: str,
+        prompt: int,
+        fields: tuple[str, ...] = ("max_tokens", "max_completion_tokens"),
+    ) -> _Answer:
+        """The reply ``text`` as a server with the request's token budget (in one of
+        ``fields``, the first found) gives it."""
+        budget = next((body[name] for name in fields if name in body), None)
         if isinstance(budget, int) and count_tokens(text) > budget:
             return cls(text[: 4 * budget], True, prompt)
         return cls(text, False, prompt)
@@ -211,6 +222,22 @@ def context_error(path: str, tokens: int, context: int) -> dict[str, Any]:
     }
 
 
+def unsupported_field_error(name: str) -> dict[str, Any]:
+    """The HTTP 400 body of OpenAI's reasoning models for a field they refuse."""
+    other = "max_completion_tokens" if name == "max_tokens" else "max_tokens"
+    return {
+        "error": {
+            "message": (
+                f"Unsupported parameter: '{name}' is not supported with this model. "
+                f"Use '{other}' instead."
+            ),
+            "type": "invalid_request_error",
+            "param": name,
+            "code": "unsupported_parameter",
+        }
+    }
+
+
 def _models_body(anthropic: bool) -> dict[str, Any]:
     model: dict[str, Any]
     if anthropic:
@@ -252,6 +279,10 @@ class LLMServer:
         api_key: The key every request must carry (``None``: any or none).
         bounds_reply: ``False``: the request's ``max_tokens`` is ignored and the reply is never
             cut, as llama.cpp's servers ignore ``max_completion_tokens``.
+        limit_fields: The fields of an OpenAI request whose limit cuts the reply
+            (``("max_tokens",)``: as llama.cpp's server).
+        refused_fields: Fields of an OpenAI request refused with HTTP 400
+            (``("max_tokens",)``: as OpenAI's reasoning models).
     """
 
     def __init__(self) -> None:
@@ -261,6 +292,8 @@ class LLMServer:
         self.context_tokens: int | None = None
         self.api_key: str | None = None
         self.bounds_reply = True
+        self.limit_fields: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
+        self.refused_fields: tuple[str, ...] = ()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -356,6 +389,10 @@ class LLMServer:
                 if not _authorized(headers, server.api_key):
                     self._send(401, make(401, "", _Answer("", False, 0)), {})
                     return
+                refused = [n for n in server.refused_fields if n in body]
+                if self.path == OPENAI_PATH and refused:
+                    self._send(400, unsupported_field_error(refused[0]), {})
+                    return
                 rejected = server._over_context(self.path, body)
                 if rejected is not None:
                     self._send(400, rejected, {})
@@ -365,7 +402,8 @@ class LLMServer:
                     return
                 text = reply.text if reply.text is not None else server.text(self.path, body)
                 bounded = body if server.bounds_reply else {}
-                answer = _Answer.to(bounded, text, prompt_tokens(self.path, body))
+                fields = server.limit_fields if self.path == OPENAI_PATH else ("max_tokens",)
+                answer = _Answer.to(bounded, text, prompt_tokens(self.path, body), fields)
                 self._send(
                     reply.status, make(reply.status, str(body.get("model")), answer), reply.headers
                 )
