@@ -4,10 +4,11 @@ at once for a cool-down, then one call at a time tries it again.
 One :class:`Breaker` per summarizer id, for the whole process: a stateless server that builds a
 compressor for each request still shares it. A call counts as failed when the summarizer gave
 no answer (it raised: an HTTP error, a dropped connection, a timeout); a reply slimcache refused
-(cut twice, empty) is an answer and does not. After :data:`FAILURES` failed calls in a row the
-breaker opens: for :data:`COOLDOWN` seconds every call raises
-:class:`~slimcache.SummarizerError` at once, which the compressor's ``on_summarizer_error`` (or
-an integration's degrade) handles as any other failure. Then one call, the probe, is let
+(cut twice, empty) is an answer and does not. After :data:`FAILURES` failed calls in a row (the
+compressor's ``breaker_failures``; ``None`` turns the breaker off) the breaker opens: for
+:data:`COOLDOWN` seconds every call raises :class:`~slimcache.SummarizerError` at once, which
+the compressor's ``on_summarizer_error`` (or an integration's degrade) handles as any other
+failure. Then one call, the probe, is let
 through while the others still fail at once: an answer closes the breaker, a failure opens it
 again for twice as long (up to :data:`MAX_COOLDOWN`).
 """
@@ -93,14 +94,20 @@ class Breaker:
             logger.warning("%s answered again: calling it as usual", self.name)
         return was_open
 
-    def failed(self, *, probe: bool) -> bool:
-        """Count a call that got no answer; ``True`` when it opened the breaker."""
+    def failed(self, *, probe: bool, threshold: int = FAILURES) -> bool:
+        """Count a call that got no answer; ``True`` when it opened the breaker.
+
+        Args:
+            probe: The call was the probe of an open breaker.
+            threshold: Failed calls in a row that open it (the compressor's
+                ``breaker_failures``).
+        """
         with self._lock:
             self.failures += 1
             if probe:
                 self.probing = False
                 self.cooldown = min(self.cooldown * 2, MAX_COOLDOWN)
-            elif self.open_until is not None or self.failures < FAILURES:
+            elif self.open_until is not None or self.failures < threshold:
                 return False
             self.open_until = time.monotonic() + self.cooldown
             seconds = self.cooldown

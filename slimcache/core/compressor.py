@@ -130,6 +130,13 @@ class SummarizeCompressor:
             ``"cut"`` (default) keeps it cut to the budget at a sentence or word boundary, with a
             warning logged and ``stats.cut_over_budget`` counting it; ``"raise"`` raises
             :class:`SummarizerError` (nothing is stored).
+        breaker_failures (int | None): Failed summarizer calls in a row (an error or a timeout,
+            not a reply slimcache refused) after which calls of that summarizer, by its
+            ``summarizer_id``, fail at once for a cool-down in the whole process (30 s, doubling
+            while it keeps failing, up to 10 minutes), one call at a time then trying it again
+            (default 2); ``None``: always call it. The failure is handled as
+            ``on_summarizer_error`` says; ``stats.breaker_opened``, ``breaker_closed`` and
+            ``breaker_refused`` count the breaker's events.
         summarizer_id (str | None): Name recorded in cached entries, a non-empty string (default:
             the function's qualified name). Change it (say, to the model's name) to stop using
             summaries made before.

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from slimcache._exceptions import SummarizerError
 from slimcache.core import recorder as reporting
-from slimcache.core.breaker import Breaker, BreakerOpen, breaker_for, no_answer
+from slimcache.core.breaker import FAILURES, Breaker, BreakerOpen, breaker_for, no_answer
 from slimcache.core.input_bound import InputBound, Step
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
@@ -61,6 +61,8 @@ class SummaryProducer:
         bound: What one summarizer call may receive.
         on_over_budget: What a summary still over ``max_tokens`` after the condense call
             becomes (see :func:`~slimcache.core.summarizer.keep_within_budget`).
+        breaker_failures: Failed calls in a row that open the summarizer's breaker (see
+            :mod:`slimcache.core.breaker`); ``None``: the summarizer is always called.
     """
 
     summarizer: Summarizer
@@ -74,6 +76,7 @@ class SummaryProducer:
     emit: Emit
     bound: InputBound
     on_over_budget: OnOverBudget
+    breaker_failures: int | None
 
     async def produce(
         self,
@@ -173,9 +176,9 @@ class SummaryProducer:
         budget = self.max_tokens if budget is None else budget
         if previous is not None:
             previous = str(previous)  # plain text: a Forest is counted as any summary is
-        breaker = breaker_for(self.summarizer_id)
+        breaker = None if self.breaker_failures is None else breaker_for(self.summarizer_id)
         try:
-            probe = breaker.admit()
+            probe = breaker is not None and breaker.admit()
         except BreakerOpen:
             work.stats.breaker_refused += 1
             self._breaker_event("refused")
@@ -213,13 +216,15 @@ class SummaryProducer:
             work.stats.cancelled_calls += 1
             work.stats.cancelled_input_tokens += sent
             made = False
-            if probe:
+            if probe and breaker is not None:
                 breaker.released()
             raise
         except SummarizerError as exc:
+            if breaker is None:
+                raise
             if not no_answer(exc):
                 self._answered(work, breaker)
-            elif breaker.failed(probe=probe):
+            elif breaker.failed(probe=probe, threshold=self.breaker_failures or FAILURES):
                 work.stats.breaker_opened += 1
                 self._breaker_event("opened")
             raise
@@ -227,7 +232,8 @@ class SummaryProducer:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
             work.requests += work.stats.add_report(context.report, sent, made=made)
         work.stats.summarizer_output_tokens += self.count(summary)
-        self._answered(work, breaker)
+        if breaker is not None:
+            self._answered(work, breaker)
         return summary
 
     def _answered(self, work: Work, breaker: Breaker) -> None:

@@ -29,7 +29,9 @@ def summarizer(server: LLMServer, **options: Any) -> OpenAISummarizer:
     )
 
 
-async def turns(made: OpenAISummarizer, store: MemoryStore, count: int, first: int = 8) -> Stats:
+async def turns(
+    made: OpenAISummarizer, store: MemoryStore, count: int, first: int = 8, **options: Any
+) -> Stats:
     """``count`` stateless requests past the trigger, a new compressor for each."""
     total = Stats()
     for turn in range(first, first + count):
@@ -39,6 +41,7 @@ async def turns(made: OpenAISummarizer, store: MemoryStore, count: int, first: i
             trigger=MessageThreshold(6),
             keep=KeepMessages(2),
             on_summarizer_error="uncompressed",
+            **options,
         )
         result = await compressor.compress_detailed(chat(turn), thread_id="t")
         assert result.outcome in ("passthrough", "summarized", "extended", "hit")
@@ -99,3 +102,15 @@ async def test_a_reply_refused_for_its_length_is_an_answer(llm_server: LLMServer
     assert stats.summarizer_errors == 4
     assert (stats.breaker_opened, stats.breaker_refused) == (0, 0)
     assert len(llm_server.bodies()) == 8  # every call made: cut, then cut again
+
+
+@pytest.mark.parametrize(("failures", "calls"), [(None, 6), (1, 1), (4, 4)])
+async def test_breaker_failures_says_how_many_failed_calls_open_it(
+    llm_server: LLMServer, failures: int | None, calls: int
+) -> None:
+    llm_server.enqueue(*OUTAGE)
+    async with summarizer(llm_server) as made:
+        stats = await turns(made, MemoryStore(), 6, breaker_failures=failures)
+    assert len(llm_server.bodies()) == 3 * calls  # three tries a call
+    assert (stats.summarizer_calls, stats.breaker_refused) == (calls, 6 - calls)
+    assert stats.breaker_opened == (0 if failures is None else 1)

@@ -86,6 +86,7 @@ BAD: dict[str, list[Any]] = {
     "on_summarizer_error": ["ignore", 5, None],
     "on_store_error": ["ignore", 5, None],
     "on_over_budget": ["truncate", 5, None],
+    "breaker_failures": [0, -1, "2", True, 1.5],
     "summarizer_id": [5, "", b"model"],
     "reuse_entries": ["some", 5, None],
     "lock_wait": ["30", -1, True, None, math.nan],

@@ -219,6 +219,7 @@ SHARED_VALUES: dict[str, tuple[Any, dict[str, Any]]] = {
     "summarizer_timeout": (5.0, {}),
     "on_store_error": ("bypass", {}),
     "on_over_budget": ("raise", {}),
+    "breaker_failures": (5, {}),
     "summarizer_id": ("mine", {}),
     "reuse_entries": ("any", {}),
     "lock_wait": (3.0, {}),

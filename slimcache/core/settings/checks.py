@@ -36,6 +36,7 @@ __all__ = [
     "check_callables",
     "check_ceiling",
     "check_choice",
+    "check_count_or_none",
     "check_flag",
     "check_input_room",
     "check_keep",
@@ -194,6 +195,19 @@ def check_seconds_or_none(name: str, value: object) -> float | None:
     if isinstance(value, str):
         raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
     return check_seconds(name, value, allow_none=True)
+
+
+def check_count_or_none(name: str, value: object) -> int | None:
+    """Check a count that may be ``None`` (off).
+
+    Raises:
+        ConfigurationError: ``value`` is neither a positive integer nor ``None``.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigurationError(f"{name} must be a positive integer or None, got {value!r}")
+    return value
 
 
 def check_callables(callables: Mapping[str, object]) -> None:

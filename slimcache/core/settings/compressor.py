@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from slimcache._process import register
+from slimcache.core.breaker import FAILURES
 from slimcache.core.commit import IndexWriter
 from slimcache.core.input_bound import InputBound
 from slimcache.core.plan import Identity, Rules
@@ -47,6 +48,7 @@ from slimcache.core.settings.checks import (
     Check,
     check_callable,
     check_ceiling,
+    check_count_or_none,
     check_flag,
     check_input_room,
     check_keep,
@@ -145,6 +147,7 @@ class SharedOptions(TypedDict, total=False):
     summarizer_timeout: float | None
     on_store_error: OnStoreError
     on_over_budget: OnOverBudget
+    breaker_failures: int | None
     summarizer_id: str | None
     reuse_entries: ReuseEntries
     lock_wait: float
@@ -199,6 +202,7 @@ class CompressorSettings:
     on_summarizer_error: OnSummarizerError = "raise"
     on_store_error: OnStoreError = "raise"
     on_over_budget: OnOverBudget = "cut"
+    breaker_failures: int | None = FAILURES
     summarizer_id: str | None = None
     reuse_entries: ReuseEntries = "matching"
     lock_wait: float = 30.0
@@ -295,6 +299,7 @@ CHECKS: dict[str, Check] = {
     "on_summarizer_error": choice("on_summarizer_error", OnSummarizerError),
     "on_store_error": choice("on_store_error", OnStoreError),
     "on_over_budget": choice("on_over_budget", OnOverBudget),
+    "breaker_failures": named(check_count_or_none, "breaker_failures"),
     "summarizer_id": check_summarizer_id,
     "reuse_entries": choice("reuse_entries", ReuseEntries),
     "lock_wait": check_lock_wait,
@@ -434,6 +439,7 @@ class Derived:
             emit=self.emit,
             bound=self.bound,
             on_over_budget=settings.on_over_budget,
+            breaker_failures=settings.breaker_failures,
         )
         self.writer = IndexWriter(self.rules, settings.checkpoints)
 
