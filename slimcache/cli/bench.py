@@ -9,6 +9,7 @@ extra) at import time.
 
 import asyncio
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, cast
@@ -274,10 +275,16 @@ def _write_outputs(report: BenchReport, json_out: Path | None, plot: Path | None
         print(f"wrote {plot}", file=sys.stderr)
 
 
-class _RichProgress:
-    """A rich progress bar on stderr, one task per mode; silent when stderr is not a TTY."""
+# Seconds between the progress lines printed when stderr is not a terminal.
+LOG_EVERY = 10.0
 
-    def __init__(self) -> None:
+
+class _RichProgress:
+    """Progress on stderr, one task per mode: a rich progress bar on a terminal; elsewhere (a
+    log file, a CI job) a line when a mode starts, at least every :data:`LOG_EVERY` seconds
+    while it runs, and when it ends, so that a long run is never silent."""
+
+    def __init__(self, every: float = LOG_EVERY) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
         console = stderr_console()
@@ -291,13 +298,34 @@ class _RichProgress:
             disable=not console.is_terminal,
         )
         self.task: Any = None
+        self.lines = not console.is_terminal
+        self.every = every
+        self.label, self.total, self.done = "", 0, 0
+        self.started = self.printed = 0.0
 
     def start(self, label: str, total: int) -> None:
         self.task = self.progress.add_task(label, total=total)
+        self.label, self.total, self.done = label, total, 0
+        self.started = self.printed = time.monotonic()
+        self._line()
 
     def advance(self) -> None:
         if self.task is not None:
             self.progress.advance(self.task)
+        self.done += 1
+        if self.done == self.total or time.monotonic() - self.printed >= self.every:
+            self._line()
+
+    def _line(self) -> None:
+        if not self.lines:
+            return
+        self.printed = time.monotonic()
+        elapsed = self.printed - self.started
+        print(
+            f"{self.label}: {self.done}/{self.total} requests replayed, {elapsed:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 @dataclass(frozen=True)

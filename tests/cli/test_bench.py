@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 from pathlib import Path
@@ -135,6 +136,10 @@ def test_bench_json_dataset_on_memory(data_json: Path, tmp_path: Path) -> None:
         "bench", "--store", "memory://", "--dataset", str(data_json), "--json", str(out), *SMALL
     )
     assert result.exit_code == 0, result.stderr
+    # stderr is not a terminal here: each mode says when it starts and ends, not silent.
+    for mode in ("naive", "memory", "store"):
+        assert re.search(rf"{mode}\b.*: 0/\d+ requests replayed", result.stderr), result.stderr
+    assert re.search(r": (\d+)/\1 requests replayed", result.stderr), result.stderr
     assert "(no cache)" in result.stdout
     assert "summarizer calls" in result.stdout
     assert "Floor:" in result.stdout
@@ -400,3 +405,19 @@ def test_bench_keeps_going_when_the_model_overshoots_every_time(
     assert raised.exit_code == 1
     assert "mode slimcache (no store) failed: SummarizerError" in flat(raised.stderr)
     assert "when asked to condense it" in flat(raised.stderr)
+
+
+@pytest.mark.parametrize(("every", "lines"), [(0.0, 5), (3600.0, 2)])
+def test_progress_off_a_terminal_is_a_line_per_interval(
+    capsys: pytest.CaptureFixture[str], every: float, lines: int
+) -> None:
+    from slimcache.cli.bench import _RichProgress
+
+    progress = _RichProgress(every=every)
+    progress.start("store", 4)
+    for _ in range(4):
+        progress.advance()
+    printed = capsys.readouterr().err.splitlines()
+    assert len(printed) == lines, printed
+    assert printed[0].startswith("store: 0/4 requests replayed")
+    assert printed[-1].startswith("store: 4/4 requests replayed")
