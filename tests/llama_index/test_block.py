@@ -26,6 +26,7 @@ from slimcache import (
     SummaryContext,
     open_store,
 )
+from slimcache.core import breaker
 from slimcache.llama_index import CachedSummaryBlock, LlamaIndexSummarizer
 from slimcache.messages import Message
 from slimcache.stores import Store
@@ -195,6 +196,7 @@ async def test_a_failing_summarizer_never_fails_memory_and_its_batch_joins_the_n
     assert "the summarizer failed" in caplog.text
     assert (await mem.aget())[0].content == summary  # the summary it had is served
     summarizer.fail = False
+    breaker.cool_downs_over()  # the model is back: its breaker lets the next call probe it
     for number in range(12, 16):
         for message in turn(number):
             await mem.aput(message)
