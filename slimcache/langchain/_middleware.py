@@ -132,7 +132,9 @@ class CachedSummarizationMiddleware(CompressionOwner, AgentMiddleware):
 
     LangChain's deprecated ``max_tokens_before_summary`` and ``messages_to_keep`` work too, with
     its ``DeprecationWarning``. A chat model's summary call is tried up to three times, as
-    LangChain's middleware tries it.
+    LangChain's middleware tries it, unless its client retries it already (a ``ChatOpenAI`` or
+    ``ChatAnthropic`` with ``max_retries`` above 0, as by default): then the client's tries are
+    the only ones.
 
     A fraction is of the context window in the profile of the agent's model
     (``model.profile["max_input_tokens"]``), else of ``model``'s, read at each call.

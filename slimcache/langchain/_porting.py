@@ -5,7 +5,7 @@ Porting from LangChain's middleware is a rename: ``summary_prompt`` (with ``{mes
 ``count_tokens_approximately``, ``summarizer`` (a chat model or model string, or a function or
 runnable of the messages) and the deprecated ``max_tokens_before_summary`` and
 ``messages_to_keep`` (with LangChain's warnings) all keep their meaning. The summary call is
-retried as LangChain retries it.
+retried as LangChain retries it, unless the chat model's client retries it already.
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ InputBound = Union[int, Literal["auto"], None]  # noqa: UP007
 # LangChain's middleware sends the summary request once and retries it twice on any error but
 # one a model marks as not worth retrying, waiting with exponential back-off and jitter.
 _ATTEMPTS = 3
+
+# Where chat models keep the SDK client that retries their requests: langchain-openai's
+# ``root_client`` (an ``openai.OpenAI``), langchain-anthropic's ``_client`` (an
+# ``anthropic.Anthropic``); both clients retry twice by default.
+_CLIENTS = ("root_client", "_client")
 
 # How the run's graph sees a summary call: not streamed, named.
 _CONFIG: Any = {"tags": [TAG_NOSTREAM], "run_name": "slimcache_summary"}
@@ -238,15 +243,36 @@ def _retryable(error: BaseException) -> bool:
     return error.is_retryable if isinstance(error, ModelError) else True
 
 
+def _client_retries(chat_model: BaseChatModel) -> bool:
+    """Whether the SDK client of ``chat_model`` retries a failed request itself: a
+    ``ChatOpenAI`` or ``ChatAnthropic`` (or another model keeping its client where they do)
+    whose client has ``max_retries`` above 0, as it has by default."""
+    for field in _CLIENTS:
+        try:
+            client = getattr(chat_model, field, None)
+        except Exception:  # a client that cannot be made here: it makes no request either
+            continue
+        retries = getattr(client, "max_retries", None)
+        if isinstance(retries, int) and not isinstance(retries, bool):
+            return retries > 0
+    return False
+
+
 def _chat_summarizer(
     chat_model: BaseChatModel, on_truncated: OnTruncated, max_tokens_kwarg: str | None
 ) -> LangChainSummarizer:
     """A chat model as the summarizer: through its sync ``invoke`` (see the middleware),
-    not streamed, tried up to three times as LangChain's middleware tries it."""
+    not streamed, tried up to three times as LangChain's middleware tries it.
+
+    One layer retries: a model whose client retries itself (see :func:`_client_retries`) is
+    called as it is, since LangChain's tries on top of the client's would send each failed
+    summary nine requests; any other is wrapped in ``with_retry``."""
     name = LangChainSummarizer(chat_model).name  # the id of the model, not of its retrying
-    retrying = chat_model.with_retry(
-        retry_if_exception_type=_retryable, stop_after_attempt=_ATTEMPTS
-    )
+    retrying: Runnable[Any, Any] = chat_model
+    if not _client_retries(chat_model):
+        retrying = chat_model.with_retry(
+            retry_if_exception_type=_retryable, stop_after_attempt=_ATTEMPTS
+        )
     return LangChainSummarizer(
         retrying,
         name=name,
