@@ -23,6 +23,14 @@ the input tokens they were sent::
   sliding window of ``ADK_INTERVAL`` invocations overlapping by one, on a stateless server: each
   request builds a new in-memory session from the history it carries, then runs its turn (the
   agent answers as the dataset does, so that the next request carries its answer).
+- LlamaIndex: ``FactExtractionMemoryBlock`` (LlamaIndex's own memory block that condenses what
+  ``Memory`` flushes with an LLM) against ``CachedSummaryBlock``, each request a new ``Memory``
+  on a shared SQLite chat store and the conversation's session id, flushing past
+  ``LLAMA_LIMIT * LLAMA_RATIO`` tokens in batches of ``LLAMA_FLUSH`` (about ``TRIGGER`` and
+  ``KEEP`` messages of chitchat); then two workers, requests alternating between them. A
+  ``FactExtractionMemoryBlock`` keeps its facts on the object, so a worker keeps one per
+  session; the fake model answers it with the batch's last message as one fact. Also printed:
+  in how many requests after a flush the memory held every batch flushed so far.
 
 The fake model counts ``ceil(characters / 4)`` input tokens of everything it is sent (prompt and
 transcript) and replies with the first 600 characters of the last message it was given. The
@@ -47,6 +55,11 @@ KEEP: Final[tuple[Literal["messages"], int]] = ("messages", 10)
 MIN_MESSAGES = 40
 ADK_INTERVAL = 5
 REPLY_CHARS = 600
+# Chitchat's messages are about 22 tokens long: Memory's chat history flushes past about
+# TRIGGER's 20 messages, about KEEP's 10 at a time.
+LLAMA_LIMIT = 880
+LLAMA_RATIO = 0.5
+LLAMA_FLUSH = 220
 
 
 @dataclass
@@ -55,6 +68,7 @@ class Meter:
 
     calls: int = 0
     input_tokens: int = 0
+    note: str = ""  # printed under the row
 
     def reply(self, texts: list[str]) -> str:
         """Count one call of ``texts``, and answer it."""
@@ -414,6 +428,101 @@ async def adk_pair(conversations: list[BenchConversation]) -> list[tuple[str, Me
     return results
 
 
+# ---------------------------------------------------------------------- LlamaIndex
+
+
+async def llama_index_pair(conversations: list[BenchConversation]) -> list[tuple[str, Meter]]:
+    from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
+    from llama_index.core.llms import CustomLLM, LLMMetadata
+    from llama_index.core.memory import FactExtractionMemoryBlock, Memory
+    from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+
+    from slimcache import MemoryStore
+    from slimcache.llama_index import CachedSummaryBlock
+
+    class Metered(CustomLLM):
+        """The fake summarizing model; with ``facts``, its reply is one extracted fact."""
+
+        meter: Any
+        facts: bool = False
+
+        @property
+        def metadata(self) -> LLMMetadata:
+            return LLMMetadata(model_name="metered-fake")
+
+        def chat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+            texts = [str(m.content or "") for m in messages]
+            if self.facts:  # [*batch, prompt]: the batch's last message is the fact
+                reply = self.meter.reply(texts[-1:] + texts[:-1])
+                reply = f"<facts><fact>{reply}</fact></facts>"
+            else:
+                reply = self.meter.reply(texts)
+            return ChatResponse(message=ChatMessage(role="assistant", content=reply))
+
+        async def achat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+            return self.chat(messages)
+
+        def complete(self, prompt: str, formatted: bool = False, **kw: Any) -> Any:
+            return CompletionResponse(text=self.meter.reply([prompt]))
+
+        def stream_complete(self, prompt: str, formatted: bool = False, **kw: Any) -> Any:
+            raise NotImplementedError
+
+    def tokens(text: str) -> list[int]:
+        return [0] * math.ceil(len(text) / 4)
+
+    async def replay(facts: bool, workers: int, meter: Meter, chats: Any) -> tuple[int, int]:
+        """Every request, on worker ``number % workers``; returns in how many requests after a
+        flush the memory held every batch flushed so far, and how many there were."""
+        store = MemoryStore()  # the store every worker shares (Redis, SQL...)
+        kept: list[dict[str, Any]] = [{} for _ in range(workers)]  # each worker's blocks
+        whole = after = 0
+        for conversation in conversations:
+            started = meter.calls
+            for number, end in enumerate(user_turns(conversation)):
+                block = kept[number % workers].get(conversation.id)
+                if block is None:
+                    model = Metered(meter=meter, facts=facts)
+                    block = (FactExtractionMemoryBlock(llm=model) if facts
+                             else CachedSummaryBlock(model, store))  # fmt: skip
+                    kept[number % workers][conversation.id] = block
+                # A request: a new Memory on the shared chat store and session id.
+                memory = Memory.from_defaults(
+                    session_id=conversation.id, chat_store=chats, token_limit=LLAMA_LIMIT,
+                    chat_history_token_ratio=LLAMA_RATIO, token_flush_size=LLAMA_FLUSH,
+                    tokenizer_fn=tokens, memory_blocks=[block],
+                )  # fmt: skip
+                text = str(conversation.messages[end]["content"])
+                await memory.aput(ChatMessage(role="user", content=text))
+                sent = await memory.aget()
+                flushes = meter.calls - started
+                if flushes:
+                    after += 1
+                    system = str(sent[0].content) if sent else ""
+                    if facts:
+                        whole += system.count("<fact>") == flushes
+                    else:
+                        whole += f"<{block.name}>" in system
+                # The agent answers as the dataset does.
+                following = conversation.messages[end + 1 : end + 2]
+                answer = str(following[0]["content"]) if following else "ok"
+                await memory.aput(ChatMessage(role="assistant", content=answer))
+        return whole, after
+
+    results = []
+    for name in ("LlamaIndex FactExtractionMemoryBlock", "slimcache CachedSummaryBlock"):
+        for workers in (1, 2):
+            meter = Meter()
+            with tempfile.TemporaryDirectory() as folder:
+                uri = f"sqlite+aiosqlite:///{Path(folder) / 'chat.db'}"
+                chats = SQLAlchemyChatStore(table_name="chat", async_database_uri=uri)
+                facts = name.startswith("LlamaIndex")
+                whole, after = await replay(facts, workers, meter, chats)
+            meter.note = f"every flushed batch in memory in {whole:,} of {after:,} requests"
+            results.append((name if workers == 1 else f"{name}, two workers", meter))
+    return results
+
+
 async def main(count: int) -> None:
     dataset = load_chitchat()
     conversations = select_conversations(
@@ -424,11 +533,13 @@ async def main(count: int) -> None:
           f"trigger={TRIGGER}, keep={KEEP}")  # fmt: skip
     print(f"{'framework option':<62}{'calls':>8}{'input tokens':>15}")
     pairs: list[Callable[[list[BenchConversation]], Awaitable[list[tuple[str, Meter]]]]] = [
-        langchain_pair, pydantic_ai_pair, agents_pair, strands_pair, adk_pair,
+        langchain_pair, pydantic_ai_pair, agents_pair, strands_pair, adk_pair, llama_index_pair,
     ]  # fmt: skip
     for pair in pairs:
         for name, meter in await pair(conversations):
             print(f"{name:<62}{meter.calls:>8,}{meter.input_tokens:>15,}")
+            if meter.note:
+                print(f"    {meter.note}")
 
 
 if __name__ == "__main__":
