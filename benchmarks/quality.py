@@ -1,8 +1,11 @@
 """What the summaries keep, and where the loss falls: planted facts, counted by position.
 
-Chitchat conversations get ten facts planted through the history the last request's summary
-covers (a name, numbers, dates, decisions, each stated once among ordinary chat, each with keys
-no other fact shares, matched whole: see :mod:`benchmarks.quality_facts`), and are replayed as
+Chitchat conversations get ten facts planted through the history every method must summarize
+(a name, numbers, dates, decisions, each stated once among ordinary chat, each with keys no
+other fact shares, matched whole: see :mod:`benchmarks.quality_facts`): everything before the
+last request's final ``--threshold`` messages, the largest verbatim window any method can end
+with (an incremental method keeps up to the trigger's size verbatim, one-shot only ``--keep``),
+so that no method holds a fact merely by keeping it verbatim. They are replayed as
 a stateless chat server sees them: every request carries the whole history up to a user
 message. After the last request, each fact counts as held when the context the model would be
 sent (the summary and the verbatim window) still contains it, and the facts held are counted
@@ -335,8 +338,8 @@ def conversations(args: argparse.Namespace) -> list[Planted]:
     pool = select_conversations(
         fitting, count=4 * args.conversations, min_messages=args.min_messages, seed=args.seed
     )
-    cases = [c for c in (planted(conv, args.seed, args.keep) for conv in pool) if c is not None]
-    return cases[: args.conversations]
+    cases = [planted(conv, args.seed, args.threshold) for conv in pool]
+    return [c for c in cases if c is not None][: args.conversations]
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -372,8 +375,8 @@ async def main(args: argparse.Namespace) -> None:
     facts = sum(len(c.facts) for c in cases)
     print(
         f"{len(cases)} chitchat conversations ({messages:,} messages), {facts} facts planted "
-        f"through the summarized history; summarize when > {args.threshold} messages, keep "
-        f"{args.keep}"
+        f"before the last {args.threshold} messages; summarize when > {args.threshold} messages, "
+        f"keep {args.keep}"
         + (
             f"; random rule forgets {args.forget:.0%} per call"
             if "random" in args.summarizer

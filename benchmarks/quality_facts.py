@@ -2,9 +2,12 @@
 
 Each conversation gets ten facts (a sister's name, a locker number, a flight date, a hotel's
 street, a budget, a manager's surname, an allergy, a birthday, a wifi password, a car), one per
-user message, spread evenly over the messages the last request's summary covers (everything
-but the leading system messages and the final verbatim window), in an order drawn per
-conversation, so every kind of fact lands early in some conversations and late in others.
+user message, spread evenly over the part of the history every method must summarize
+(everything but the leading system messages and the largest verbatim window any method can end
+with: the trigger's size, not ``keep``, since an incremental method summarizes only once its
+window passes the trigger), in an order drawn per conversation, so every kind of fact lands
+early in some conversations and late in others. No method holds a fact merely by keeping its
+message verbatim.
 
 Every fact has keys that no other fact of its conversation can match: each kind draws from a
 pool of its own (the sister's and the manager's first names, the flight's and the birthday's
@@ -13,7 +16,7 @@ value whose key already occurs in the conversation, or in another fact, is drawn
 matches only as a whole (case-insensitive, not inside a longer word or number): the date key
 "June 2" does not match "June 21", nor "2,350" match "12,350".
 
-A fact's position is where it stands in the history the final summary covers: ``early`` in
+A fact's position is where it stands in that history: ``early`` in
 its first 30%, ``late`` in its last 40%, ``middle`` between.
 """
 
@@ -203,7 +206,7 @@ class Planted:
     Attributes:
         messages: The conversation, facts added to some user messages.
         facts: The facts, in the order of the messages they are in.
-        span: ``(start, end)``: the messages the last request's summary covers.
+        span: ``(start, end)``: the messages every method's last summary covers.
     """
 
     messages: list[dict[str, Any]]
@@ -215,25 +218,26 @@ class Planted:
         return sum(fact.position == where for fact in self.facts)
 
 
-def summarized_span(messages: Sequence[dict[str, Any]], keep: int) -> tuple[int, int]:
-    """The messages the last request's summary covers: after the leading system messages,
-    before the last ``keep`` messages of the last request."""
+def summarized_span(messages: Sequence[dict[str, Any]], window: int) -> tuple[int, int]:
+    """The messages every method's last summary covers: after the leading system messages,
+    before the last ``window`` messages of the last request (the largest verbatim window a
+    method can end with: the trigger's size)."""
     start = 0
     while start < len(messages) and messages[start].get("role") == "system":
         start += 1
     lengths = request_lengths(messages)
-    return start, (lengths[-1] - keep if lengths else start)
+    return start, (lengths[-1] - window if lengths else start)
 
 
-def planted(conversation: BenchConversation, seed: int, keep: int) -> Planted | None:
-    """The conversation with ten facts spread evenly over the history its summary covers.
+def planted(conversation: BenchConversation, seed: int, window: int) -> Planted | None:
+    """The conversation with ten facts spread evenly over the history every summary covers.
 
     Fact ``j`` of ``n`` goes into the user message nearest to ``(j + 0.5) / n`` of the span
     :func:`summarized_span` gives, a message holding at most one fact. ``None`` when the span
     has fewer user messages than facts.
     """
     messages = [dict(m) for m in conversation.messages]
-    start, end = summarized_span(messages, keep)
+    start, end = summarized_span(messages, window)
     users = [i for i in range(start, end) if messages[i]["role"] == "user"]
     background = "\n".join(str(m.get("content", "")) for m in messages)
     facts = plant_facts(random.Random(f"{seed}:{conversation.id}"), background)

@@ -8,6 +8,7 @@ input needs, counts what each sent, and builds the entry the new summary is cach
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from slimcache.core.summarizer import (
     input_tokens,
     keep_within_budget,
 )
-from slimcache.core.tree import Forest
+from slimcache.core.tree import Forest, Originals
 from slimcache.messages import Message, TokenCounter
 from slimcache.stores.entries import RangeRef, SummaryEntry
 
@@ -94,10 +95,16 @@ class SummaryProducer:
         if base is not None:  # a tree's parts, when it recorded them
             previous = base.summary
             if base.parts:
-                previous = Forest.of(base.summary, base.parts, base.covered_tokens)
+                previous = Forest.of(
+                    base.summary, base.parts, base.covered_tokens, base.part_messages
+                )
         first = base.end + 1 if base is not None else target.start
         while True:
             step = self.bound.step(work.checked, first, target.end, previous)
+            if isinstance(step.previous, Forest):  # a tree may merge from the messages
+                step = dataclasses.replace(
+                    step, previous=step.previous.reading(self.originals(work, target, step))
+                )
             previous = await self.fold(work, step, target.start)
             if step.end >= target.end:
                 return previous
@@ -105,6 +112,22 @@ class SummaryProducer:
             if checkpoint is not None:
                 await checkpoint(step.end, previous)
             first = step.end + 1
+
+    def originals(self, work: Work, target: RangeRef, step: Step) -> Originals:
+        """The messages of ``target`` up to ``step``'s last, as the request has them, each
+        counted as a call is sent it, and the room one call has for messages.
+
+        They are the messages the cached summary ``step`` extends was made from: the entry
+        served matched them (its fingerprint), and each earlier step made its part from them.
+        """
+        end = step.end + 1
+        limit = self.bound.limit
+        return Originals(
+            start=target.start,
+            messages=tuple(work.checked.messages[target.start : end]),
+            tokens=tuple(work.checked.tokens[target.start : end]),
+            room=None if limit is None else limit - self.bound.prompt_tokens,
+        )
 
     async def fold(self, work: Work, step: Step, start: int) -> str:
         """Fold one step's messages into its previous summary with the strategy.
@@ -119,16 +142,25 @@ class SummaryProducer:
             *,
             emphasis: str | None = None,
             max_tokens: int | None = None,
+            first: int | None = None,
         ) -> str:
-            first = start if task == "condense" else step.first
+            # The messages begin at the step's first, unless the strategy says where.
+            begins = step.first if first is None else first
             budget = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
             summary = await self.call(
-                work, task, messages, previous, first, step.end, emphasis=emphasis, budget=budget
+                work,
+                task,
+                messages,
+                previous,
+                start if task == "condense" else begins,
+                step.end,
+                emphasis=emphasis,
+                budget=budget,
             )
             if task == "condense":
                 return summary
             # A summary over its budget is condensed once, then cut (see keep_within_budget).
-            covers = step.first if task == "summarize" else start
+            covers = begins if task == "summarize" else start
 
             async def condense(text: str) -> str:
                 return await self.call(work, "condense", [], text, covers, step.end, budget=budget)
@@ -249,9 +281,10 @@ class SummaryProducer:
         """The entry ``summary`` of ``target`` is cached as; ``covered``: its messages' tokens.
 
         A :class:`~slimcache.core.tree.Forest` (what the ``tree`` strategy makes) records its
-        layout.
+        layout and the messages each part covers.
         """
         layout = summary.layout if isinstance(summary, Forest) else ()
+        counts = summary.messages if isinstance(summary, Forest) else ()
         return SummaryEntry(
             thread=thread,
             start=target.start,
@@ -265,4 +298,5 @@ class SummaryProducer:
             prompt=self.prompts.digest,
             strategy=self.strategy.name,
             parts=layout,
+            part_messages=counts,
         )

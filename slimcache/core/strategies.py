@@ -47,7 +47,9 @@ class SummarizeFn(Protocol):
 
     ``emphasis``, when given, is one more sentence appended to the task's prompt;
     ``max_tokens``, when given, is this call's budget, below the compressor's
-    ``max_summary_tokens`` (the ``tree`` strategy gives each part its share).
+    ``max_summary_tokens`` (the ``tree`` strategy gives each part its share); ``first``, when
+    given, is the index in the history of ``messages[0]``, for messages that begin before the
+    step's new ones (a ``tree`` merge that reads its range's original messages).
     """
 
     def __call__(
@@ -58,6 +60,7 @@ class SummarizeFn(Protocol):
         *,
         emphasis: str | None = None,
         max_tokens: int | None = None,
+        first: int | None = None,
     ) -> Awaitable[str]: ...
 
 

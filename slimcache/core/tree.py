@@ -15,9 +15,20 @@ compaction. When the parts kept and the new one would exceed :data:`CEILING` tim
 the new part merges the parts before it too, until they fit: the served summary stays within
 the budget (and the slack the summarizer is allowed), whatever the number of compactions.
 
+A merge reads the original messages of the range it covers, rather than the parts' summaries,
+when they count at most :data:`ORIGINALS_WITHIN` times the budget and fit the bound on one
+call's input: a stateless client resends the whole history, so the producer has them at hand
+(:class:`Originals`), and a fact then goes through one summary less at each merge, the merge
+reading the fact as stated. The producer hands them over only for a range whose cached part
+matched the request's messages, so a merge never reads messages other than those its parts
+summarized; past the bound, or for a part whose messages are not known (one an earlier version
+wrote), the merge reads the parts' summaries.
+
 The layout (each part's level, tokens covered and length in characters) is recorded in the
-entry (:attr:`~slimcache.stores.entries.SummaryEntry.parts`); a summary with no layout (one
-``extend`` wrote, or whose layout does not add up to its text) is one part of its own.
+entry (:attr:`~slimcache.stores.entries.SummaryEntry.parts`), and the messages each part
+covers beside it (:attr:`~slimcache.stores.entries.SummaryEntry.part_messages`, a key earlier
+versions ignore); a summary with no layout (one ``extend`` wrote, or whose layout does not add
+up to its text) is one part of its own.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from typing import ClassVar
 
 from slimcache.messages import Message, TokenCounter, message_text
 
-__all__ = ["CEILING", "SEPARATOR", "Forest", "Part", "Tree"]
+__all__ = ["CEILING", "ORIGINALS_WITHIN", "SEPARATOR", "Forest", "Originals", "Part", "Tree"]
 
 SEPARATOR = "\n\n"
 """What joins the parts' summaries in the served text."""
@@ -38,17 +49,44 @@ CEILING = 1.1
 """The served parts together stay within this many times the budget (before the summarizer's
 own slack): past it, a compaction merges earlier parts into its new one."""
 
+ORIGINALS_WITHIN = 12
+"""A merge reads the original messages of its range when they count at most this many times
+the budget (and fit the bound on one call's input); past it, the parts' summaries."""
+
 # A summary with no recorded layout: merged only to stay within the ceiling, never as a sibling.
 _WHOLE = 64
 
 
 @dataclass(frozen=True)
 class Part:
-    """One summary of the forest: its level, the tokens of the messages it covers, its text."""
+    """One summary of the forest: its level, the tokens of the messages it covers, its text,
+    and how many messages it covers (``None``: not known, as in a layout an earlier version
+    recorded)."""
 
     level: int
     covered: int
     text: str
+    messages: int | None = None
+
+
+@dataclass(frozen=True)
+class Originals:
+    """The original messages of the range a forest and a step's new messages cover.
+
+    Attributes:
+        start: The index of the range's first message in the history.
+        messages: The range's messages, from ``start`` to the step's last, as the request has
+            them.
+        tokens: Each message's tokens as a call is sent them (the compressor's counter and
+            per-message overhead).
+        room: Tokens one call may give messages (the input bound less the longest prompt);
+            ``None``: no bound.
+    """
+
+    start: int
+    messages: tuple[Message, ...]
+    tokens: tuple[int, ...]
+    room: int | None
 
 
 class Forest(str):
@@ -58,32 +96,55 @@ class Forest(str):
     """
 
     parts: tuple[Part, ...]
+    originals: Originals | None
 
-    def __new__(cls, parts: Sequence[Part]) -> Forest:
+    def __new__(cls, parts: Sequence[Part], originals: Originals | None = None) -> Forest:
         text = super().__new__(cls, SEPARATOR.join(p.text for p in parts))
         text.parts = tuple(parts)
+        text.originals = originals
         return text
+
+    def reading(self, originals: Originals) -> Forest:
+        """The same forest, with the original messages of its range and the next step's."""
+        return Forest(self.parts, originals)
 
     @property
     def layout(self) -> tuple[tuple[int, int, int], ...]:
         """``(level, covered tokens, characters)`` per part, as an entry records it."""
         return tuple((p.level, p.covered, len(p.text)) for p in self.parts)
 
+    @property
+    def messages(self) -> tuple[int, ...]:
+        """The messages each part covers, as an entry records them; empty when one is not
+        known."""
+        counts = tuple(p.messages for p in self.parts)
+        return () if None in counts else tuple(n for n in counts if n is not None)
+
     @classmethod
-    def of(cls, summary: str, layout: Sequence[Sequence[int]], covered: int) -> Forest:
+    def of(
+        cls,
+        summary: str,
+        layout: Sequence[Sequence[int]],
+        covered: int,
+        messages: Sequence[int] = (),
+    ) -> Forest:
         """The forest a stored summary holds, from its ``layout`` as an entry records it.
 
-        A layout that does not add up to the text (or none) makes the summary one part
-        covering ``covered`` tokens.
+        ``messages``: how many messages each part covers, as the entry records them (ignored
+        unless there is one per part). A layout that does not add up to the text (or none)
+        makes the summary one part covering ``covered`` tokens.
         """
+        counts: Sequence[int | None] = messages
+        if len(messages) != len(layout):
+            counts = [None] * len(layout)
         parts: list[Part] = []
         position = 0
-        for level, tokens, chars in layout:
+        for (level, tokens, chars), count in zip(layout, counts, strict=True):
             if parts:
                 if summary[position : position + len(SEPARATOR)] != SEPARATOR:
                     break
                 position += len(SEPARATOR)
-            parts.append(Part(level, tokens, summary[position : position + chars]))
+            parts.append(Part(level, tokens, summary[position : position + chars], count))
             position += chars
         else:
             if parts and position == len(summary):
@@ -97,6 +158,32 @@ def forest(previous: str, count: TokenCounter) -> Forest:
         return previous
     # A previous summary cut to fit a call's input: its messages' tokens are not known here.
     return Forest([Part(_WHOLE, count(previous), previous)])
+
+
+def _merged_originals(
+    prior: Forest | None, merged: Sequence[Part], new: Sequence[Message], max_tokens: int
+) -> tuple[int, Sequence[Message]] | None:
+    """``(index of the first, messages)``: the original messages of the ``merged`` parts and
+    ``new``, when the merge may read them; else ``None``.
+
+    It may when the producer handed over the range's messages, every part's message count is
+    known and they add up to them, and the merged range's messages count at most
+    :data:`ORIGINALS_WITHIN` times the budget and fit the room of one call.
+    """
+    if prior is None or prior.originals is None or not merged:
+        return None
+    originals = prior.originals
+    counts = prior.messages
+    if not counts or sum(counts) + len(new) != len(originals.messages):
+        return None
+    span = sum(p.messages or 0 for p in merged) + len(new)
+    size = sum(originals.tokens[len(originals.tokens) - span :])
+    if size > ORIGINALS_WITHIN * max_tokens:
+        return None
+    if originals.room is not None and size > originals.room:
+        return None
+    first = len(originals.messages) - span
+    return originals.start + first, originals.messages[first:]
 
 
 @dataclass(frozen=True)
@@ -122,8 +209,11 @@ class Tree:
         count: TokenCounter,
         max_tokens: int,
     ) -> str:
-        """Summarize ``new`` into a part, merged with the parts it completes a pair with."""
-        parts = list(forest(previous, count).parts) if previous is not None else []
+        """Summarize ``new`` into a part, merged with the parts it completes a pair with: from
+        the original messages of the merged range when they are at hand and fit, else from the
+        parts' summaries."""
+        prior = forest(previous, count) if previous is not None else None
+        parts = list(prior.parts) if prior is not None else []
         added = sum(count(message_text(m)) for m in new) or 1
         merged: list[Part] = []
         level = 0
@@ -140,10 +230,16 @@ class Tree:
             merged.insert(0, parts.pop())
             level = max(level, merged[0].level + 1)
         budget = min(max_tokens, share())
-        if merged:
+        covered = sum(p.covered for p in merged) + added
+        known = all(p.messages is not None for p in merged)
+        messages = sum(p.messages or 0 for p in merged) + len(new) if known else None
+        originals = _merged_originals(prior, merged, new, max_tokens)
+        if originals is not None:  # the merge reads the messages its parts summarized
+            first, source = originals
+            text = await summarize("summarize", source, None, max_tokens=budget, first=first)
+        elif merged:
             siblings = SEPARATOR.join(p.text for p in merged)
             text = await summarize("extend", new, siblings, max_tokens=budget)
         else:
             text = await summarize("summarize", new, None, max_tokens=budget)
-        covered = sum(p.covered for p in merged) + added
-        return Forest([*parts, Part(min(level, _WHOLE), covered, text)])
+        return Forest([*parts, Part(min(level, _WHOLE), covered, text, messages)])

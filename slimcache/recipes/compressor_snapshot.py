@@ -448,14 +448,17 @@ class SummaryCalls:
         *,
         emphasis: str | None = None,
         max_tokens: int | None = None,
+        first: int | None = None,
     ) -> str:
         """Call the summarizer once for ``task`` (and once more to condense an over-budget
-        summary); ``max_tokens``: this call's budget, at most the compressor's."""
+        summary); ``max_tokens``: this call's budget, at most the compressor's; ``first``: the
+        index of ``messages[0]`` when not the evicted messages' first."""
         budget = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
         if previous is not None:
             previous = str(previous)
         prompt = self.prompts.render(task, budget, emphasis)
-        start = self.pinned if task == "condense" else self.first
+        begins = self.first if first is None else first
+        start = self.pinned if task == "condense" else begins
         context = SummaryContext(
             task=task,
             previous_summary=previous,

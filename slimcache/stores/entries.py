@@ -64,6 +64,16 @@ def _parts(value: object) -> tuple[tuple[int, int, int], ...] | None:
     return tuple(parts)
 
 
+def _part_messages(value: object, parts: int) -> tuple[int, ...]:
+    """The messages each part covers as stored: one non-negative integer per part, else none
+    (the parts' messages are then not known, as in an entry an earlier version wrote)."""
+    if not isinstance(value, list) or len(value) != parts:
+        return ()
+    if not all(_is_int(n) and n >= 0 for n in value):
+        return ()
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class SummaryEntry:
     """A cached summary of messages ``start..end`` (inclusive) of one thread.
@@ -84,6 +94,9 @@ class SummaryEntry:
             characters)`` per part, in order (see :mod:`slimcache.core.tree`); empty for a
             summary of one piece, and then not written, so that versions before it read the
             entry as they always did (they ignore the key when it is there).
+        part_messages: How many messages each of ``parts`` covers, in order; empty when not
+            known (an entry an earlier version wrote), and then not written. Versions before it
+            ignore the key; one that does not give a count per part is read as empty.
     """
 
     thread: str
@@ -98,12 +111,15 @@ class SummaryEntry:
     prompt: str
     strategy: str
     parts: tuple[tuple[int, int, int], ...] = ()
+    part_messages: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the envelope as a JSON-ready dict."""
         data = {"format": _SUMMARY_FORMAT, "v": ENTRY_VERSION, **asdict(self)}
         if not self.parts:
             del data["parts"]
+        if not self.part_messages:
+            del data["part_messages"]
         return data
 
     def to_json(self) -> str:
@@ -128,8 +144,10 @@ class SummaryEntry:
         parts = _parts(data.get("parts", []))
         if parts is None:
             return None
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k != "parts"}
-        return cls(**fields, parts=parts)
+        counts = _part_messages(data.get("part_messages"), len(parts))
+        optional = ("parts", "part_messages")
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k not in optional}
+        return cls(**fields, parts=parts, part_messages=counts)
 
     @classmethod
     def parse(cls, raw: object, *, thread: str, start: int, end: int) -> SummaryEntry | None:

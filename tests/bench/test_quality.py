@@ -113,11 +113,12 @@ def test_positions_split_the_summarized_history_30_30_40() -> None:
         position(10, 0, 10)
 
     conversation = chat(80)
-    case = planted(conversation, seed=1, keep=10)
+    case = planted(conversation, seed=1, window=20)
     assert case is not None
     # The system message is pinned; the last request ends at the last user message (index
-    # 79) and keeps its last 10 messages: the summary covers messages 1 to 69.
-    assert case.span == (1, 70)
+    # 79); an incremental method may end with up to the trigger's 20 messages verbatim, so the
+    # facts go into messages 1 to 59, which every method summarizes.
+    assert case.span == (1, 60)
     indices = [fact.index for fact in case.facts]
     assert indices == sorted(indices)
     assert len(set(indices)) == 10
@@ -125,15 +126,15 @@ def test_positions_split_the_summarized_history_30_30_40() -> None:
         message = case.messages[fact.index]
         assert message["role"] == "user"
         assert message["content"].endswith(fact.sentence)
-        assert fact.position == position(fact.index, 1, 70)
+        assert fact.position == position(fact.index, 1, 60)
     assert [case.planted_at(where) for where in ("early", "middle", "late")] == [3, 3, 4]
-    assert indices[0] < 1 + 69 * 0.1  # through the whole history
-    assert indices[-1] > 1 + 69 * 0.9
-    assert planted(chat(28), seed=1, keep=10) is None  # too few user messages to plant ten
+    assert indices[0] < 1 + 59 * 0.1  # through the whole summarized history
+    assert 1 + 59 * 0.9 < indices[-1] < 60  # none in the last 20 messages
+    assert planted(chat(28), seed=1, window=20) is None  # too few user messages to plant ten
 
 
 async def test_facts_are_counted_by_position_in_the_summary_and_the_window() -> None:
-    case = planted(chat(60), seed=1, keep=10)
+    case = planted(chat(60), seed=1, window=20)
     assert case is not None
     settings = quality.Settings(threshold=20, keep=10, summary_tokens=2000)
     ample = ThinningSummarizer("thin")
@@ -154,7 +155,7 @@ async def test_facts_are_counted_by_position_in_the_summary_and_the_window() -> 
 
 
 async def test_the_report_sets_each_method_against_one_shot_and_extend() -> None:
-    case = planted(chat(60), seed=1, keep=10)
+    case = planted(chat(60), seed=1, window=20)
     assert case is not None
     settings = quality.Settings(threshold=20, keep=10, summary_tokens=40)
     totals = await quality.measure(
