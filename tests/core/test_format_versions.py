@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from slimcache import KeepMessages, MessageThreshold, Store, SummarizeCompressor
+from slimcache import KeepMessages, MessageThreshold, Store, SummarizeCompressor, cached_summarizer
 from slimcache.stores import ThreadKeys
 from slimcache.stores.entries import ENTRY_VERSION, of_other_version
 from slimcache.testing import StoreFactory
@@ -68,6 +68,33 @@ async def test_records_of_a_newer_version_are_never_served_nor_overwritten(
     assert await store.get(keys.summary(start, end)) == range_raw
     written, _ = await store.scan_keys("thread_mixed:summary:")  # type: ignore[attr-defined]
     assert written == [keys.summary(start, end)]
+
+
+async def test_cached_summarizer_leaves_records_of_a_newer_version_alone(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store()
+    calls: list[int] = []
+
+    def original(messages: list[dict[str, object]]) -> str:
+        calls.append(len(messages))
+        return f"summary of {len(messages)}"
+
+    summarize = cached_summarizer(store)(original)
+    keys = ThreadKeys("mixed").wrapped
+    history = chat(8)
+    await summarize(history[:6], thread_id="mixed")
+    index_raw = newer(await store.get(keys.index))
+    range_raw = newer(await store.get(keys.summary(0, 5)))
+    await store.set(keys.index, index_raw)
+    await store.set(keys.summary(0, 5), range_raw)
+
+    assert await summarize(history[:6], thread_id="mixed") == "summary of 6"
+    assert await summarize(history, thread_id="mixed") == "summary of 9"
+    assert calls == [6, 6, 9]  # nothing of the newer version served, nothing cached
+    assert await store.get(keys.index) == index_raw
+    assert await store.get(keys.summary(0, 5)) == range_raw
+    assert await store.get(keys.summary(0, 8)) is None
 
 
 @pytest.mark.parametrize(
