@@ -2,7 +2,9 @@
 
 The index is the commit point: a range no index lists is never served. One batch carries the
 range, the index, the stale ranges' deletes and the lease's release where the store runs
-batches; a failure undoes the range, and a concurrent index write is merged with.
+batches; a failure undoes the range, and a concurrent index write is merged with. An index or
+range of a format version this one does not know is never overwritten: the thread is left to
+the workers that read it (see :func:`leaves_alone`).
 """
 
 from __future__ import annotations
@@ -17,14 +19,31 @@ from slimcache.core.lease_wait import PlannedRead
 from slimcache.core.plan import History, IndexUpdate, Rules, next_index, read_index
 from slimcache.core.store_io import in_background
 from slimcache.core.thread_cache import INDEX_ATTEMPTS, ThreadCache
-from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex
+from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex, of_other_version
 
-__all__ = ["CatchUpCommits", "EntryMaker", "IndexWriter"]
+__all__ = ["CatchUpCommits", "EntryMaker", "IndexWriter", "leaves_alone"]
 
 logger = logging.getLogger("slimcache")
 
 EntryMaker = Callable[[str, RangeRef, str, int], SummaryEntry]
 """Builds a range's entry: ``(thread, range, summary, covered_tokens) -> entry``."""
+
+
+def leaves_alone(thread: str, *raws: str | None) -> bool:
+    """Whether a commit must write nothing because one of ``raws`` (the index, the range, as
+    read) is a record of a format version this one does not know; logged at WARNING.
+
+    Such a record is never overwritten: a newer worker sharing the store reads it, and this
+    one serves its summary uncached.
+    """
+    if not any(of_other_version(raw) for raw in raws):
+        return False
+    logger.warning(
+        "thread %s holds entries of a format version this one does not know: "
+        "leaving them alone, the summary is not cached",
+        thread,
+    )
+    return True
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,8 @@ class IndexWriter:
         Raises:
             StoreError: The store failed; the range was undone (later, on a timeout).
         """
+        if leaves_alone(cache.keys.encoded, plan.index_raw, previous_raw):
+            return None
         update = self.next_index(cache, history, plan.view.index, entry, plan.gone)
         # Stale ranges go in the batch only where it is one round trip; elsewhere they are
         # deleted after the index is written, and a failed delete only leaves garbage.
@@ -125,6 +146,8 @@ class IndexWriter:
             if attempt or stale:
                 expected = await cache.read_index()
                 stored = cache.parse_index(expected)
+            if leaves_alone(cache.keys.encoded, expected):
+                return None
             update = self.next_index(cache, history, stored, entry, plan.gone)
             if await cache.write_index(expected, update.index):
                 await cache.delete_ranges(update.delete)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from slimcache._exceptions import StoreError, SummarizerError
-from slimcache.core.commit import CatchUpCommits
+from slimcache.core.commit import CatchUpCommits, leaves_alone
 from slimcache.core.lease import Lease
 from slimcache.core.lease_wait import PlannedRead, due_range, plan_read, take_turn
 from slimcache.core.plan import (
@@ -546,8 +546,11 @@ class SummarizeCompressor:
     ) -> bool:
         """Commit ``entry`` (see :meth:`IndexWriter.commit`); return whether it is cached.
 
-        ``False`` only under ``on_store_error="bypass"``, when the store failed.
+        ``False`` when the store failed under ``on_store_error="bypass"``, or the thread holds
+        entries of a format version this one does not know (see ``leaves_alone``).
         """
+        if leaves_alone(cache.keys.encoded, plan.index_raw, previous_raw):
+            return False
         try:
             await self._derived.writer.commit(cache, history, plan, entry, previous_raw, lease)
         except StoreError as exc:

@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Union
 
 from slimcache._exceptions import ConfigurationError, InvalidInput, StoreError, SummarizerError
+from slimcache.core.commit import leaves_alone
 from slimcache.core.plan import listed_with
 from slimcache.core.results import Stats
 from slimcache.core.settings.checks import check_store
@@ -356,7 +357,11 @@ class CachedSummarizer:
         index: ThreadIndex | None,
         exact_raw: str | None,
     ) -> None:
-        """Write the range, then the index (the commit point); undo the range if that fails."""
+        """Write the range, then the index (the commit point); undo the range if that fails.
+
+        Nothing is written over a record of a format version this one does not know."""
+        if leaves_alone(keys.encoded, index_raw, exact_raw):
+            return
         range_key = keys.summary(entry.start, entry.end)
         written = entry.to_json()
         await self._io.set(range_key, written)
@@ -385,6 +390,8 @@ class CachedSummarizer:
                         logger.warning("could not delete stale range %d-%d: %s", start, end, exc)
                 return
             expected = await self._io.get(keys.index)
+            if leaves_alone(keys.encoded, expected):
+                return
             stored = ThreadIndex.parse(expected, thread=keys.encoded)
         logger.warning(
             "thread %s: the index kept changing; range 0-%d is cached but not listed",

@@ -1,7 +1,9 @@
 """The JSON envelopes slimcache writes: range summaries and the per-thread index.
 
 A value that does not parse, carries an unknown version, or belongs to another thread or range
-is treated as a cache miss (and logged), never served and never a crash.
+is treated as a cache miss (and logged), never served and never a crash. A record of a version
+this one does not know (:func:`of_other_version`) is not overwritten either: a fleet upgrading
+one worker at a time shares the store (see docs/format.md).
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import Any
 
 from slimcache._process import register
 
-__all__ = ["ENTRY_VERSION", "RangeRef", "SummaryEntry", "ThreadIndex", "load_stored"]
+__all__ = [
+    "ENTRY_VERSION",
+    "RangeRef",
+    "SummaryEntry",
+    "ThreadIndex",
+    "load_stored",
+    "of_other_version",
+]
 
 logger = logging.getLogger("slimcache")
 
@@ -44,6 +53,29 @@ def _is_int(value: object) -> bool:
 def _is_version(value: object) -> bool:
     # ``True == 1`` in Python: a JSON ``true`` is not version 1.
     return _is_int(value) and value == ENTRY_VERSION
+
+
+def of_other_version(raw: object) -> bool:
+    """Whether a stored value is a slimcache record of a format version this one does not know.
+
+    That is a JSON object whose ``format`` starts with ``"slimcache."`` and whose ``v`` is an
+    integer other than :data:`ENTRY_VERSION`. Such a record is never served (it does not parse)
+    and never overwritten: the worker that wrote it reads it. Anything else that does not parse
+    is garbage, a miss that the next write replaces.
+    """
+    if not isinstance(raw, str) or '"slimcache.' not in raw:
+        return False
+    data = load_stored(raw)
+    if not isinstance(data, dict):
+        return False
+    kind = data.get("format")
+    version = data.get("v")
+    return (
+        isinstance(kind, str)
+        and kind.startswith("slimcache.")
+        and _is_int(version)
+        and version != ENTRY_VERSION
+    )
 
 
 def _is_number(value: object) -> bool:
