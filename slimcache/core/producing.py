@@ -208,13 +208,7 @@ class SummaryProducer:
         budget = self.max_tokens if budget is None else budget
         if previous is not None:
             previous = str(previous)  # plain text: a Forest is counted as any summary is
-        breaker = None if self.breaker_failures is None else breaker_for(self.summarizer_id)
-        try:
-            probe = breaker is not None and breaker.admit()
-        except BreakerOpen:
-            work.stats.breaker_refused += 1
-            self._breaker_event("refused")
-            raise
+        breaker, probe = self._admitted(work)
         prompt = self.prompts.render(task, budget, emphasis)
         context = SummaryContext(
             task=task,
@@ -267,6 +261,23 @@ class SummaryProducer:
         if breaker is not None:
             self._answered(work, breaker)
         return summary
+
+    def _admitted(self, work: Work) -> tuple[Breaker | None, bool]:
+        """The summarizer's breaker (``None`` when ``breaker_failures`` is) and whether this
+        call is its probe.
+
+        Raises:
+            BreakerOpen: The breaker is open: the call is not made.
+        """
+        if self.breaker_failures is None:
+            return None, False
+        breaker = breaker_for(self.summarizer_id)
+        try:
+            return breaker, breaker.admit()
+        except BreakerOpen:
+            work.stats.breaker_refused += 1
+            self._breaker_event("refused")
+            raise
 
     def _answered(self, work: Work, breaker: Breaker) -> None:
         if breaker.answered():
