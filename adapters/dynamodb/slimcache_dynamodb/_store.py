@@ -33,6 +33,8 @@ from slimcache.stores import (
     StoreOp,
     check_ops,
     check_seconds,
+    endpoint_of,
+    pool_size,
     positive_int,
     run_bounded,
     store_error,
@@ -54,7 +56,6 @@ from slimcache_dynamodb._table import Table
 from slimcache_dynamodb._url import (
     check_create_table,
     client_from_url,
-    endpoint_of,
     validate_table_name,
 )
 
@@ -148,9 +149,7 @@ class DynamoDBStore(BoundedStore):
         self._items: Items | None = None
         self._clock = clock
         self._target = DatabaseTarget("aws.dynamodb", *endpoint_of(client), None, table)
-        config = getattr(getattr(client, "meta", None), "config", None)
-        pool = getattr(config, "max_pool_connections", None)
-        concurrency = pool if isinstance(pool, int) and pool > 0 else 10
+        concurrency = pool_size(client)
         # One thread per pooled connection: more could only wait for a connection.
         self._executor = ThreadPoolExecutor(
             max_workers=concurrency, thread_name_prefix="slimcache-dynamodb"

@@ -24,10 +24,17 @@ from botocore.exceptions import (
 )
 
 from slimcache import ConfigurationError
-from slimcache.stores import DEFAULT_STORE_TIMEOUT, BoundedStore, DatabaseTarget, validate_ttl
+from slimcache.stores import (
+    DEFAULT_STORE_TIMEOUT,
+    BoundedStore,
+    DatabaseTarget,
+    endpoint_of,
+    pool_size,
+    validate_ttl,
+)
 from slimcache_s3._keys import encode_body, object_key, validate_prefix
 from slimcache_s3._objects import EXPIRES_AT, Objects, describe_key
-from slimcache_s3._url import client_from_url, endpoint_of, validate_bucket_name
+from slimcache_s3._url import client_from_url, validate_bucket_name
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -100,9 +107,7 @@ class S3Store(BoundedStore):
         self._clock = clock
         self._objects = Objects(client, self._bucket, clock)
         self._target = DatabaseTarget("aws.s3", *endpoint_of(client), self._bucket)
-        config = getattr(getattr(client, "meta", None), "config", None)
-        pool = getattr(config, "max_pool_connections", None)
-        self._concurrency = pool if isinstance(pool, int) and pool > 0 else 10
+        self._concurrency = pool_size(client)
         # One thread per pooled connection: more could only wait for a connection.
         self._executor = ThreadPoolExecutor(
             max_workers=self._concurrency, thread_name_prefix="slimcache-s3"
