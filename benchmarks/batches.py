@@ -4,8 +4,8 @@ Replays the conversations ``slimcache bench`` replays by default (50 chitchat co
 40+ turns, sampled with seed 0) the way a stateless chat server sees them: every request
 carries the whole history up to and including a user message, a new compressor compresses it
 on a shared memory store, and the offline extractive summarizer (no model, no network) makes
-the summaries. Every configuration uses ``strategy="extend"`` and a 400-token summary budget,
-as the bench does:
+the summaries. Every configuration uses the compressor's default strategy (``tree``; another
+with ``--strategy NAME``) and a 400-token summary budget, as the bench does:
 
 - (a) ``TokenThreshold(2000)`` + ``KeepMessages(12)``;
 - (b) ``EvictableTokens(2000)`` + ``KeepMessages(12)``;
@@ -18,19 +18,27 @@ the floor (every message that ever left the window, each counted once), their ra
 verbatim window the model is sent (mean and largest, in messages). Tokens are counted as the
 compressor counts them (four characters per token, plus four per message).
 
+With ``--tau-bench PATH`` it replays tau-bench's airline agent trajectories instead (a JSON
+list of items, each holding its messages under ``traj``), a request before each assistant turn
+(after a user message or a tool result).
+
 Usage::
 
-    uv run python benchmarks/batches.py [--conversations N] [--seed S]
+    uv run python benchmarks/batches.py [--conversations N] [--seed S] [--strategy NAME]
+    uv run python benchmarks/batches.py --tau-bench ../shared/data/tau-bench/gpt-4o-airline.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from slimcache import (
     AnyOf,
@@ -114,26 +122,48 @@ class Outcome:
         return self.message_tokens / self.floor if self.floor else float("nan")
 
 
-async def replay(config: Config, conversations: Sequence[BenchConversation]) -> Outcome:
-    """Replay every request of ``conversations`` under ``config``, a new compressor each."""
+def agent_requests(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """An agent's request lengths: the history before each assistant turn."""
+    return [i + 1 for i, m in enumerate(messages) if m.get("role") in ("user", "tool")]
+
+
+def load_tau_bench(path: Path, count: int) -> list[BenchConversation]:
+    """The first ``count`` trajectories of a tau-bench file, as conversations."""
+    items = json.loads(path.read_text(encoding="utf-8"))
+    return [
+        BenchConversation(id=f"tau-{number}", messages=item["traj"])
+        for number, item in enumerate(items[:count])
+    ]
+
+
+async def replay(
+    config: Config,
+    conversations: Sequence[BenchConversation],
+    strategy: str | None = None,
+    requests: Callable[[Sequence[Mapping[str, Any]]], list[int]] = request_lengths,
+) -> Outcome:
+    """Replay every request of ``conversations`` under ``config``, a new compressor each, with
+    ``strategy`` (``None``: the compressor's default) and the request lengths ``requests``
+    gives."""
     store = MemoryStore()
     offline = OfflineSummarizer()
+    chosen: dict[str, Any] = {} if strategy is None else {"strategy": strategy}
     metered = MeteredSummarizer(offline)
     outcome = Outcome(config)
     for conversation in conversations:
         thread_id = f"batches-{config.key}-{conversation.id}"
         checked = check_messages(conversation.messages)
         evicted_end = -1
-        for length in request_lengths(conversation.messages):
+        for length in requests(conversation.messages):
             trigger, keep = config.make()
             compressor = SummarizeCompressor(
                 metered,
                 store,
                 trigger=trigger,
                 keep=keep,
-                strategy="extend",
                 max_summary_tokens=SUMMARY_TOKENS,
                 summarizer_id=offline.name,
+                **chosen,
             )
             result = await compressor.compress_detailed(
                 conversation.messages[:length], thread_id=thread_id
@@ -207,15 +237,22 @@ def targets(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
-async def _run(count: int, seed: int) -> tuple[list[BenchConversation], list[Outcome]]:
-    dataset = load_chitchat()
-    conversations = select_conversations(
-        dataset.conversations, count=count, min_messages=MIN_MESSAGES, seed=seed
-    )
+async def _run(args: argparse.Namespace) -> tuple[list[BenchConversation], list[Outcome]]:
+    requests = request_lengths
+    if args.tau_bench is not None:
+        conversations = load_tau_bench(args.tau_bench, args.conversations)
+        requests = agent_requests
+    else:
+        conversations = select_conversations(
+            load_chitchat().conversations,
+            count=args.conversations,
+            min_messages=MIN_MESSAGES,
+            seed=args.seed,
+        )
     outcomes: list[Outcome] = []
     for config in CONFIGS:
         print(f"replaying ({config.key}) {config.label} ...", file=sys.stderr, flush=True)
-        outcomes.append(await replay(config, conversations))
+        outcomes.append(await replay(config, conversations, args.strategy, requests))
     return conversations, outcomes
 
 
@@ -226,15 +263,25 @@ def main(argv: list[str] | None = None) -> int:
         "--conversations", type=int, default=50, help="conversations to replay (default 50)"
     )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    parser.add_argument(
+        "--strategy", help="the compressor's strategy (default: its own default, tree)"
+    )
+    parser.add_argument(
+        "--tau-bench", type=Path, help="replay tau-bench trajectories from this JSON file"
+    )
     args = parser.parse_args(argv)
     if args.conversations < 1:
         parser.error("--conversations must be positive")
-    conversations, outcomes = asyncio.run(_run(args.conversations, args.seed))
+    conversations, outcomes = asyncio.run(_run(args))
     requests = outcomes[0].requests
+    what = (
+        "tau-bench trajectories"
+        if args.tau_bench is not None
+        else f"chitchat conversations of {MIN_MESSAGES}+ turns (seed {args.seed})"
+    )
     print(
-        f"{len(conversations)} chitchat conversations of {MIN_MESSAGES}+ turns (seed "
-        f"{args.seed}), {requests:,} requests each, strategy extend, memory store, "
-        "offline summarizer"
+        f"{len(conversations)} {what}, {requests:,} requests each, strategy "
+        f"{args.strategy or 'default (tree)'}, memory store, offline summarizer"
     )
     print(render(outcomes))
     print(

@@ -14,15 +14,16 @@ by where they were stated: ``early`` (the first 30% of the summarized history), 
 
 - ``one-shot``: everything outside the window at the last request, summarized in one call
   (no input bound): the best a summary of that size can do with this summarizer.
-- ``extend`` and any strategy named with ``--strategy NAME`` (repeatable): each summary cached
-  and extended by slimcache, request after request, with ``SummarizeCompressor(strategy=NAME)``
-  (``default``: the compressor's own default, no ``strategy`` given).
+- ``extend``, ``default`` (the compressor's own default strategy, no ``strategy`` given:
+  ``tree``) and any strategy named with ``--strategy NAME`` (repeatable): each summary cached
+  and extended by slimcache, request after request, with ``SummarizeCompressor(strategy=NAME)``.
 - ``re-summarize`` (``--strategy re-summarize``): what a stateful agent does with LangChain's
   own summarization middleware: the summary goes back into the history as a message, and the
   next compression summarizes it again, from scratch, with the messages evicted since.
 
 Summarizers: the rules ``thin``, ``names-first`` and ``random`` are deterministic (see
-:mod:`benchmarks.quality_rules`), so the effect of the way summaries combine shows; and
+:mod:`benchmarks.quality_rules`), so the effect of the way summaries combine shows (the
+random rule's loss is a draw: its figures are pooled over ``--draws`` seeds); and
 ``openai:MODEL`` / ``anthropic:MODEL`` call a real model, as ``slimcache bench --summarizer``
 does (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``). ``--real-model`` is ``--summarizer
 openai:smollm2`` with fewer, shorter conversations, for the local model::
@@ -66,9 +67,10 @@ from slimcache.cli.summarizers import (
     close_summarizer,
     make_summarizer,
 )
+from slimcache.core.settings.compressor import DEFAULTS
 from slimcache.messages import message_text
 
-COMPARED = ("one-shot", "extend")
+COMPARED = ("one-shot", "extend", "default")
 """The methods a run compares unless ``--methods`` names others; ``--strategy NAME`` adds one."""
 HARNESS_METHODS = ("one-shot", "re-summarize")
 """Methods the harness runs itself; any other name is a strategy of the compressor."""
@@ -270,6 +272,11 @@ HEADER = (
 )
 
 
+def _label(method: str) -> str:
+    """A method's name in the table: ``default`` says which strategy that is."""
+    return f"{DEFAULT} ({DEFAULTS.strategy})" if method == DEFAULT else method
+
+
 def rows(summarizer: str, budget: str, totals: dict[str, Totals], runs: int) -> list[str]:
     """The table's rows for one summarizer and budget (or ``all``): one per method.
 
@@ -284,7 +291,7 @@ def rows(summarizer: str, budget: str, totals: dict[str, Totals], runs: int) -> 
             f"{total.held[w]}/{total.planted[w]} ({total.rate(w):.0%})" for w in POSITIONS
         ]
         lines.append(
-            f"| {summarizer} | {budget} | {method} | {total.total}/{planted_all} "
+            f"| {summarizer} | {budget} | {_label(method)} | {total.total}/{planted_all} "
             f"| {_ratio(total.total, base.total) if base else '-'} | {' | '.join(by_position)} "
             f"| {_ratio(total.rate('early'), total.rate('late'))} "
             f"| {max(total.size_ratios, default=0):.2f}x | {total.calls:,} "
@@ -298,11 +305,18 @@ def rows(summarizer: str, budget: str, totals: dict[str, Totals], runs: int) -> 
 # ---------------------------------------------------------------- the run
 
 
-def make(spec: str, args: argparse.Namespace) -> Any:
-    """The summarizer a ``--summarizer`` value names: a rule, or ``openai:MODEL``..."""
+def make(spec: str, args: argparse.Namespace, draw: int = 0) -> Any:
+    """The summarizer a ``--summarizer`` value names: a rule (``draw`` offsets the random
+    rule's seed), or ``openai:MODEL``..."""
     if spec in RULES:
-        return ThinningSummarizer(spec, forget=args.forget, seed=args.seed)
+        return ThinningSummarizer(spec, forget=args.forget, seed=args.seed + draw)
     return make_summarizer(spec, ModelOptions(on_truncated="accept"))
+
+
+def draws(spec: str, args: argparse.Namespace) -> int:
+    """How many times a summarizer replays the conversations: ``--draws`` for the random rule,
+    whose loss is a draw, once for the others (the same input gives the same summary)."""
+    return args.draws if spec == "random" else 1
 
 
 async def measure(
@@ -349,6 +363,7 @@ async def main(args: argparse.Namespace) -> None:
     cases = conversations(args)
     lines = [HEADER]
     pooled = {method: Totals() for method in methods}
+    runs = 0
     started = time.perf_counter()
     for spec in args.summarizer:
         try:
@@ -361,7 +376,14 @@ async def main(args: argparse.Namespace) -> None:
                 settings = Settings(args.threshold, args.keep, budget)
                 real = not isinstance(summarizer, ThinningSummarizer)
                 totals = await measure(summarizer, methods, cases, settings, args.show, real)
-                lines += rows(spec, str(budget), totals, len(cases))
+                for draw in range(1, draws(spec, args)):
+                    again = make(spec, args, draw)
+                    for method, total in (
+                        await measure(again, methods, cases, settings, False)
+                    ).items():
+                        totals[method].absorb(total)
+                runs += len(cases) * draws(spec, args)
+                lines += rows(spec, str(budget), totals, len(cases) * draws(spec, args))
                 for method, total in totals.items():
                     pooled[method].absorb(total)
                     for failure in total.failures[:1]:
@@ -370,7 +392,7 @@ async def main(args: argparse.Namespace) -> None:
             if not isinstance(summarizer, ThinningSummarizer):
                 await close_summarizer(summarizer)
     if len(args.summarizer) * len(args.budget) > 1:
-        lines += rows("all", "all", pooled, len(cases) * len(args.summarizer) * len(args.budget))
+        lines += rows("all", "all", pooled, runs)
     messages = sum(len(c.messages) for c in cases)
     facts = sum(len(c.facts) for c in cases)
     print(
@@ -378,7 +400,8 @@ async def main(args: argparse.Namespace) -> None:
         f"before the last {args.threshold} messages; summarize when > {args.threshold} messages, "
         f"keep {args.keep}"
         + (
-            f"; random rule forgets {args.forget:.0%} per call"
+            f"; random rule forgets {args.forget:.0%} per call, its figures pooled over "
+            f"{args.draws} draws (seeds {args.seed}-{args.seed + args.draws - 1})"
             if "random" in args.summarizer
             else ""
         )
@@ -434,6 +457,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--forget", type=float, default=0.2, help="the random rule's odds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--draws",
+        type=int,
+        default=5,
+        help="times the random rule replays the conversations, each with its own seed, pooled "
+        "(default: %(default)s; one draw of 200 facts moves by a third from seed to seed)",
+    )
+    parser.add_argument(
         "--show", action="store_true", help="print the first conversation's summaries"
     )
     args = parser.parse_args(argv)
@@ -451,7 +481,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.conversations = 2 if args.real_model else 20
     if args.max_messages is None:
         args.max_messages = 70 if args.real_model else 0
-    for name in ("conversations", "threshold", "keep"):
+    for name in ("conversations", "threshold", "keep", "draws"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if any(budget < 1 for budget in args.budget):
