@@ -96,7 +96,7 @@ class RememberingCounter:
     A thread's verbatim window is mostly the same from one request to the next, so a hit would
     have a tokenizer count the same texts again on every request. A token counter is a function
     of the text alone: counts are kept per text, for at most ``max_chars`` characters of text
-    (past that, all are forgotten at once). Only texts of type ``str`` itself are remembered.
+    (past that, all are forgotten at once). A subclass of ``str`` is remembered by its plain text.
 
     Args:
         counter: The token counter.
@@ -110,16 +110,18 @@ class RememberingCounter:
         self._chars = 0
 
     def __call__(self, text: str) -> int:
-        found = self._counts.get(text) if type(text) is str else None
+        # A subclass of str (a tree's served summary) is remembered by its plain text.
+        key = (text if type(text) is str else str.__str__(text)) if isinstance(text, str) else None
+        found = self._counts.get(key) if key is not None else None
         if found is not None:
             return found
         counted = self.counter(text)
-        if type(text) is str and len(text) <= self._max_chars // 8:
-            if self._chars + len(text) > self._max_chars:
+        if key is not None and len(key) <= self._max_chars // 8:
+            if self._chars + len(key) > self._max_chars:
                 self._counts.clear()
                 self._chars = 0
-            self._counts[text] = counted
-            self._chars += len(text)
+            self._counts[key] = counted
+            self._chars += len(key)
         return counted
 
 

@@ -96,14 +96,13 @@ def _parts(value: object) -> tuple[tuple[int, int, int], ...] | None:
     return tuple(parts)
 
 
-def _part_messages(value: object, parts: int) -> tuple[int, ...]:
-    """The messages each part covers as stored: one non-negative integer per part, else none
-    (the parts' messages are then not known, as in an entry an earlier version wrote)."""
-    if not isinstance(value, list) or len(value) != parts:
-        return ()
-    if not all(_is_int(n) and n >= 0 for n in value):
-        return ()
-    return tuple(value)
+def _part_messages(value: object, parts: int) -> tuple[int, ...] | None:
+    """The messages each part covers as stored (a list of non-negative integers), or ``None``
+    for a value of another type. Absent, or not one count per part: empty (the parts' messages
+    are then not known, as in an entry an earlier version wrote)."""
+    if not isinstance(value, list) or not all(_is_int(n) and n >= 0 for n in value):
+        return None
+    return tuple(value) if len(value) == parts else ()
 
 
 @dataclass(frozen=True)
@@ -176,7 +175,9 @@ class SummaryEntry:
         parts = _parts(data.get("parts", []))
         if parts is None:
             return None
-        counts = _part_messages(data.get("part_messages"), len(parts))
+        counts = _part_messages(data.get("part_messages", []), len(parts))
+        if counts is None:
+            return None
         optional = ("parts", "part_messages")
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k not in optional}
         return cls(**fields, parts=parts, part_messages=counts)
