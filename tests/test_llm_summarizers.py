@@ -81,9 +81,14 @@ def anthropic_summarizer(server: LLMServer, **options: Any) -> AnthropicSummariz
     )
 
 
-def compressor(summarizer: Any, store: MemoryStore) -> SummarizeCompressor:
+def compressor(summarizer: Any, store: MemoryStore, **options: Any) -> SummarizeCompressor:
     return SummarizeCompressor(
-        summarizer, store, trigger=MessageThreshold(6), keep=KeepMessages(2), max_summary_tokens=77
+        summarizer,
+        store,
+        trigger=MessageThreshold(6),
+        keep=KeepMessages(2),
+        max_summary_tokens=77,
+        **options,
     )
 
 
@@ -165,9 +170,11 @@ async def test_openai_through_the_compressor_caches_by_model(llm_server: LLMServ
 async def test_openai_extends_with_only_the_new_messages(llm_server: LLMServer) -> None:
     store = MemoryStore()
     async with openai_summarizer(llm_server) as summarizer:
-        first = await compressor(summarizer, store).compress_detailed(HISTORY, thread_id="c")
+        first = await compressor(summarizer, store, strategy="extend").compress_detailed(
+            HISTORY, thread_id="c"
+        )
         longer = [*HISTORY, *({"role": "user", "content": f"new {i}"} for i in range(6))]
-        await compressor(summarizer, store).compress(longer, thread_id="c")
+        await compressor(summarizer, store, strategy="extend").compress(longer, thread_id="c")
     assert len(llm_server.requests) == 2
     user = llm_server.requests[1].body["messages"][1]["content"]
     assert f"Summary so far:\n{first.summary}" in user

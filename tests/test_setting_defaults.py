@@ -46,6 +46,12 @@ DIFFERS_ON_PURPOSE: dict[tuple[str, str, str], str] = {
     ("slimcache/frameworks/settings.py", "AgentSettings", "on_summarizer_error"): "degrade",
     # A size (("messages", 80), ...), which the integration turns into the compressor's ceiling.
     ("slimcache/frameworks/settings.py", "AgentSettings", "ceiling"): "a size",
+    # A stateful compressor drops what it summarized: no tree could read it again.
+    (
+        "slimcache/recipes/conversation_compressor.py",
+        "ConversationCompressor.__init__",
+        "strategy",
+    ): "extend",
 }
 
 # Where a literal given to a setting's name is no default at all, by (module, where).

@@ -102,7 +102,11 @@ def test_requests_after_the_first_still_work(sync_store: StoreMaker) -> None:
     # asyncio.run per request failed on the second one with "Event loop is closed" on Redis.
     summarizer = RecordingSummarizer()
     compressor = SummarizeCompressor(
-        summarizer, sync_store(), trigger=MessageThreshold(6), keep=KeepMessages(4)
+        summarizer,
+        sync_store(),
+        trigger=MessageThreshold(6),
+        keep=KeepMessages(4),
+        strategy="extend",
     )
     history = chat(10)
     first = run(compressor.compress(history, thread_id="chat-42"))
@@ -178,7 +182,11 @@ def test_a_runner_closes_the_stores_given_it_before_its_loop_goes(
 def test_eight_threads_on_one_thread_id_summarize_each_range_once(sync_store: StoreMaker) -> None:
     summarizer = GatedSummarizer(THREADS)
     compressor = SummarizeCompressor(
-        summarizer, sync_store(), trigger=MessageThreshold(6), keep=KeepMessages(4)
+        summarizer,
+        sync_store(),
+        trigger=MessageThreshold(6),
+        keep=KeepMessages(4),
+        strategy="extend",
     )
 
     def request(history: list[dict[str, Any]]) -> Callable[[int], Any]:

@@ -11,9 +11,11 @@ call per compaction, as ``extend`` does.
 Each part is given its share of the budget at the call that makes it: the tokens it covers
 over the tokens of the whole range plus one more compaction of the same size, so that every
 part summarizes its messages about as densely as the others and room is left for the next
-compaction. When the parts kept and the new one would exceed :data:`CEILING` times the budget,
-the new part merges the parts before it too, until they fit: the served summary stays within
-the budget (and the slack the summarizer is allowed), whatever the number of compactions.
+compaction. The first part alone has the whole budget: the next compaction merges it anyway
+(the counter's carry), so a range summarized once is summarized as ``extend`` would. When the
+parts kept and the new one would exceed :data:`CEILING` times the budget, the new part merges
+the parts before it too, until they fit: the served summary stays within the budget (and the
+slack the summarizer is allowed), whatever the number of compactions.
 
 A merge reads the original messages of the range it covers, rather than the parts' summaries,
 when they count at most :data:`ORIGINALS_WITHIN` times the budget and fit the bound on one
@@ -49,9 +51,14 @@ CEILING = 1.1
 """The served parts together stay within this many times the budget (before the summarizer's
 own slack): past it, a compaction merges earlier parts into its new one."""
 
-ORIGINALS_WITHIN = 12
+ORIGINALS_WITHIN = 8
 """A merge reads the original messages of its range when they count at most this many times
-the budget (and fit the bound on one call's input); past it, the parts' summaries."""
+the budget (and fit the bound on one call's input); past it, the parts' summaries.
+
+It bounds what re-reading costs: each merge re-sends at most this many budgets of messages.
+Where a compaction alone is several budgets (a 2,000-token trigger with a 400-token budget),
+no merge re-reads and each message is sent once, as with ``extend``; where a compaction is
+about one budget, the merges of the first several compactions read the facts as stated."""
 
 # A summary with no recorded layout: merged only to stay within the ceiling, never as a sibling.
 _WHOLE = 64
@@ -229,7 +236,9 @@ class Tree:
         while parts and sum(count(p.text) for p in parts) + share() > CEILING * max_tokens:
             merged.insert(0, parts.pop())
             level = max(level, merged[0].level + 1)
-        budget = min(max_tokens, share())
+        # The first part is merged at the next compaction (the counter's carry), so it keeps
+        # no room for a part beside it: a range summarized once has the whole budget.
+        budget = min(max_tokens, share()) if prior is not None else max_tokens
         covered = sum(p.covered for p in merged) + added
         known = all(p.messages is not None for p in merged)
         messages = sum(p.messages or 0 for p in merged) + len(new) if known else None

@@ -29,6 +29,7 @@ from slimcache.core.strategies import (
     Replace,
     Strategy,
     SummarizeFn,
+    Tree,
     Weighted,
 )
 from slimcache.core.summarizer import (
@@ -296,6 +297,7 @@ def _built_in_kind(
 
 _PLAIN_STRATEGIES: dict[str, type[Strategy]] = {
     "extend": Extend,
+    "tree": Tree,
     "concat": Concat,
     "replace": Replace,
     "weighted": Weighted,

@@ -102,7 +102,10 @@ class ConversationCompressor:
             :class:`SummarizeCompressor` keeps 10).
         strategy: How the summary and the messages leaving the window combine: :class:`Extend`
             (the default), :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`,
-            your own :class:`Strategy`, or a shortcut name.
+            your own :class:`Strategy`, or a shortcut name. The default is not
+            :class:`SummarizeCompressor`'s ``"tree"``: this compressor lets a message go once it
+            is summarized, so a tree could never read a merged range's messages again, and its
+            state holds the summary's text, not the tree's parts.
         max_summary_tokens: The summary's budget, in tokens counted with ``token_counter``.
             The default prompts ask for it, :class:`SummaryContext` carries it (``max_tokens``), and
             it is enforced: a summary that comes back more than a quarter over it is condensed
@@ -140,7 +143,7 @@ class ConversationCompressor:
         *,
         trigger: Trigger | None = DEFAULTS.trigger,
         keep: Keep | None = DEFAULTS.keep,
-        strategy: Strategy | StrategyName = DEFAULTS.strategy,
+        strategy: Strategy | StrategyName = "extend",
         max_summary_tokens: int = DEFAULTS.max_summary_tokens,
         prompts: Prompts | None = DEFAULTS.prompts,
         token_counter: TokenCounter = DEFAULTS.token_counter,

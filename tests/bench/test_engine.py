@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from slimcache._install import pip_install
 from slimcache.bench.datasets import Dataset, request_lengths
 from slimcache.bench.engine import MODES, check_modes, redact_url, run_bench, thread_id_for
 from slimcache.bench.results import BenchSettings
+from slimcache.core.settings.compressor import DEFAULTS
 from slimcache.messages import count_message_tokens
 from tests.bench.synthetic import SMALL, dataset, replay
 
@@ -306,3 +307,13 @@ async def test_every_mode_runs_through_a_model_that_misbehaves(summarizer: Any) 
             assert mode.cut_over_budget == mode.condensed_over_budget == mode.summarizer_calls // 2
         else:
             assert mode.truncated_accepted == mode.summarizer_calls > 0
+
+
+async def test_the_default_strategy_is_the_compressors_and_makes_extends_calls() -> None:
+    assert BenchSettings().strategy == DEFAULTS.strategy == "tree"
+    data = dataset(40, 25, 33)
+    tree = await replay(data, MemoryStore(), replace(SMALL, strategy="tree"))
+    extend = await replay(data, MemoryStore(), SMALL)
+    assert tree.modes["store"].summarizer_calls == extend.modes["store"].summarizer_calls
+    # A merge may read its range's messages again: never fewer than the floor.
+    assert tree.modes["store"].message_tokens > tree.floor_tokens == extend.floor_tokens

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from slimcache.cli.app import build_app
 
-SMALL = ["--threshold", "6", "--keep", "3", "--summary-tokens", "60"]
+# extend: each message that leaves the window is sent once, whose figures the tests read.
+SMALL = ["--threshold", "6", "--keep", "3", "--summary-tokens", "60", "--strategy", "extend"]
 
 runner = CliRunner()
 

@@ -219,7 +219,7 @@ async def test_edit_near_the_end_falls_back_to_a_checkpoint() -> None:
     store = MemoryStore()
     summarizer = RecordingSummarizer()
     history = chat(60)
-    compressor = make(summarizer, store)
+    compressor = make(summarizer, store, strategy="extend")
     for length in range(2, 61, 2):
         await compressor.compress(history[:length], thread_id="t")
     ranges = sorted(k for k in store.snapshot() if ":summary:" in k)
@@ -638,7 +638,7 @@ async def test_concat_appends_summaries_of_new_messages() -> None:
 async def test_extend_passes_previous_summary_and_only_new_messages() -> None:
     summarizer = RecordingSummarizer()
     history = chat(45)
-    summary = await replay(make(summarizer), history)
+    summary = await replay(make(summarizer, strategy="extend"), history)
     assert summary == "summarize[1-11] + extend[12-23] + extend[24-35]"
     assert summarizer.calls[1].context.previous_summary == "summarize[1-11]"
     assert summarizer.calls[1].messages == history[12:24]

@@ -110,7 +110,7 @@ async def test_a_long_first_history_is_folded_in_steps_each_cached(
     store = await make_store()
     summarizer = RecordingSummarizer()
     events: list[CompressEvent] = []
-    compressor = make(summarizer, store, on_compress=events.append)
+    compressor = make(summarizer, store, on_compress=events.append, strategy="extend")
     history = chat(3000)
     result = await compressor.compress_detailed(history, thread_id="t")
 
@@ -177,7 +177,7 @@ async def test_ten_thousand_messages_through_a_server_that_refuses_long_prompts(
             await unbounded.compress_detailed(history, thread_id="t")
         assert await unbounded.store.get(ThreadKeys("t").index) is None
 
-        compressor = make(summarizer)
+        compressor = make(summarizer, strategy="extend")
         result = await compressor.compress_detailed(history, thread_id="t")
     assert result.outcome == "summarized"
     bodies = llm_server.bodies()[1:]
@@ -199,17 +199,23 @@ async def test_a_request_stopped_halfway_resumes_from_its_last_cached_step(
     store = await make_store()
     history = chat(10_000)
     whole = RecordingSummarizer()
-    await make(whole).compress_detailed(history, thread_id="t")  # for reference, elsewhere
+    await make(whole, strategy="extend").compress_detailed(
+        history, thread_id="t"
+    )  # for reference, elsewhere
     steps = [(c.context.start, c.context.end) for c in whole.calls]
     assert len(steps) > 10
     k = 6  # the step the request is stopped in
 
     if stop == "summarizer fails":
         with pytest.raises(SummarizerError, match="went away"):
-            await make(FailsAt(k), store).compress_detailed(history, thread_id="t")
+            await make(FailsAt(k), store, strategy="extend").compress_detailed(
+                history, thread_id="t"
+            )
     else:
         held = Held(RecordingSummarizer(), k)
-        task = asyncio.create_task(make(held, store).compress_detailed(history, thread_id="t"))
+        task = asyncio.create_task(
+            make(held, store, strategy="extend").compress_detailed(history, thread_id="t")
+        )
         await asyncio.wait_for(held.reached[k].wait(), GUARD)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -220,7 +226,7 @@ async def test_a_request_stopped_halfway_resumes_from_its_last_cached_step(
     assert [(e.start, e.end) for e in entries] == [(1, end) for _, end in steps[: k - 1]]
 
     resumed = RecordingSummarizer()
-    compressor = make(resumed, store, lock_wait=GUARD)
+    compressor = make(resumed, store, lock_wait=GUARD, strategy="extend")
     result = await asyncio.wait_for(compressor.compress_detailed(history, thread_id="t"), GUARD)
     assert result.outcome == "extended"
     assert [(c.context.start, c.context.end) for c in resumed.calls] == steps[k - 1 :]

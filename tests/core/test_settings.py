@@ -21,7 +21,6 @@ from slimcache import (
     ConfigurationError,
     ConversationCompressor,
     ConversationWindowMemory,
-    Extend,
     InvalidInput,
     KeepMessages,
     MessageThreshold,
@@ -39,6 +38,7 @@ from slimcache.core.settings.compressor import (
     check_fields,
 )
 from slimcache.core.settings.groups import DEFAULT_KEEP, prompt_tokens
+from slimcache.core.strategies import Tree
 from slimcache.langchain import CachedSummarizationMiddleware, as_langchain_summarizer
 from tests.fakes import CountingStore, RecordingSummarizer
 
@@ -333,7 +333,7 @@ VALID = CompressorSettings(
 def test_valid_settings_check_as_themselves() -> None:
     checked = VALID.check()
     assert checked == replace(VALID, strategy=checked.strategy)
-    assert checked.strategy == Extend()  # the shortcut name resolved
+    assert checked.strategy == Tree()  # the default's shortcut name resolved
     with pytest.raises(FrozenInstanceError):
         checked.ttl = None  # type: ignore[misc]
 
@@ -358,7 +358,7 @@ def test_the_defaults_are_valid_and_the_compressors() -> None:
     for setting in fields(CompressorSettings)[1:]:
         assert defaults[setting.name].default == getattr(DEFAULTS, setting.name)
         assert getattr(checked, setting.name) == getattr(DEFAULTS, setting.name) or (
-            setting.name in ("strategy", "prompts")  # resolved: Extend(), Prompts()
+            setting.name in ("strategy", "prompts")  # resolved: Tree(), Prompts()
         )
 
 

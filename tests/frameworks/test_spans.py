@@ -62,7 +62,7 @@ async def test_a_longer_span_extends_its_cached_prefix_with_only_the_new_message
 ) -> None:
     store = await make_store()
     summarizer = RecordingSummarizer()
-    spans = SpanSummaries(summarizer, store)
+    spans = SpanSummaries(summarizer, store, {"strategy": "extend"})
     short = await spans.summarize(span(4, 20), "t", start=20)
     longer = await spans.summarize(span(10, 20), "t", start=20)
     assert longer.outcome == "extended"
@@ -71,6 +71,19 @@ async def test_a_longer_span_extends_its_cached_prefix_with_only_the_new_message
     assert [m["content"] for m in sent.messages] == [m["content"] for m in span(6, 24)]
     assert sent.context.previous_summary == short.summary
     assert (spans.stats.extensions, spans.stats.misses) == (1, 1)
+
+
+async def test_a_longer_span_under_the_default_tree_merges_its_prefix_as_stated() -> None:
+    # The tree merges the cached part with the new messages by reading the span's messages.
+    summarizer = RecordingSummarizer()
+    spans = SpanSummaries(summarizer, MemoryStore())
+    await spans.summarize(span(4, 20), "t", start=20)
+    longer = await spans.summarize(span(10, 20), "t", start=20)
+    assert (longer.outcome, longer.summary_range) == ("extended", (20, 29))
+    sent = summarizer.calls[-1]
+    assert [m["content"] for m in sent.messages] == [m["content"] for m in span(10, 20)]
+    assert sent.context.previous_summary is None
+    assert len(summarizer.calls) == 2
 
 
 async def test_spans_of_other_starts_are_their_own_ranges() -> None:
@@ -105,7 +118,7 @@ async def test_a_changed_message_is_never_served(make_store: StoreFactory) -> No
 
 async def test_a_prefix_ending_inside_a_tool_call_is_not_extended() -> None:
     summarizer = RecordingSummarizer()
-    spans = SpanSummaries(summarizer, MemoryStore())
+    spans = SpanSummaries(summarizer, MemoryStore(), {"strategy": "extend"})
     calls = [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "go"},

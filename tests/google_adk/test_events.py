@@ -150,7 +150,7 @@ def test_the_settings_adk_decides_are_refused() -> None:
 
 async def test_under_a_token_threshold_each_summary_extends_the_last_with_the_new_events() -> None:
     summarizer = RecordingSummarizer()
-    cached = CachedEventsSummarizer(summarizer, MemoryStore())
+    cached = CachedEventsSummarizer(summarizer, MemoryStore(), strategy="extend")
     config = {"compaction_interval": None, "overlap_size": None}
     stack = Stack(cached, token_threshold=8, event_retention_size=2, **config)
     await stack.replay("chat-42", 12)

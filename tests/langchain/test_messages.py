@@ -277,7 +277,11 @@ def test_missing_langchain_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
 
 def summarize_compressor(summarizer: Any, store: MemoryStore | None = None) -> SummarizeCompressor:
     return SummarizeCompressor(
-        summarizer, store or MemoryStore(), trigger=MessageThreshold(6), keep=KeepMessages(3)
+        summarizer,
+        store or MemoryStore(),
+        trigger=MessageThreshold(6),
+        keep=KeepMessages(3),
+        strategy="extend",
     )
 
 

@@ -123,11 +123,12 @@ def check_turns(agent_model: ScriptedChatModel, summaries: ScriptedChatModel) ->
 def seven_turn_agent(
     store: Store,
 ) -> tuple[ScriptedChatModel, ScriptedChatModel, CachedSummarizationMiddleware, Any]:
-    """An agent answering seven turns, whose middleware summarizes past 7 messages, keeping 3:
-    its model, the summarizing model, the middleware and the agent."""
+    """An agent answering seven turns, whose middleware summarizes past 7 messages, keeping 3
+    (``extend``: each summary extended with only the new messages): its model, the summarizing
+    model, the middleware and the agent."""
     agent_model, summaries = answers(7), summarizing_model()
     middleware = CachedSummarizationMiddleware(
-        summaries, store, trigger=("messages", 7), keep=("messages", 3)
+        summaries, store, trigger=("messages", 7), keep=("messages", 3), strategy="extend"
     )
     agent = create_agent(
         agent_model, system_prompt=SYSTEM_PROMPT, middleware=[middleware],

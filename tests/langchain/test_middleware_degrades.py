@@ -170,7 +170,7 @@ def test_a_model_that_overshoots_every_time_keeps_the_agent_running() -> None:
     # Asked for 1,000 tokens (the default budget), it writes 2,850, and again when asked to
     # condense: the summary is cut to the budget at a sentence, counted, and served.
     summaries = ScriptedChatModel(responses=[AIMessage(RAMBLING) for _ in range(20)])
-    agent_model, middleware, agent = agent_with(summaries)
+    agent_model, middleware, agent = agent_with(summaries, strategy="extend")
     seven_turns(agent)
     assert len(agent_model.seen) == 7
     system = str(agent_model.seen[5][0].content)

@@ -93,6 +93,7 @@ def test_summary_prompt_is_sent_with_the_messages_in_its_place() -> None:
         trigger=("messages", 7),
         keep=("messages", 3),
         summary_prompt="Write the {{facts}} down.\n<messages>\n{messages}\n</messages>",
+        strategy="extend",
     )
     agent_model = run_turns(middleware, 6)
     [sent, extended] = summaries.seen
@@ -152,7 +153,7 @@ def test_summarizer_may_be_a_function_of_the_messages() -> None:
 
     middleware = CachedSummarizationMiddleware(
         answers(1), MemoryStore(), trigger=("messages", 7), keep=("messages", 3),
-        summarizer=summarize,
+        summarizer=summarize, strategy="extend",
     )  # fmt: skip
     agent_model = run_turns(middleware, 6)
     first, extended = received

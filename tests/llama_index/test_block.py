@@ -106,7 +106,7 @@ async def test_a_replay_compresses_what_the_model_sees_and_keeps_every_message(
     tmp_path: Path, store: Store
 ) -> None:
     summarizer = Recording()
-    block = CachedSummaryBlock(summarizer, store)
+    block = CachedSummaryBlock(summarizer, store, strategy="extend")
     mem = memory(block, chat_store(tmp_path))
     sent = await replay(mem)
 

@@ -187,7 +187,7 @@ class CompressorSettings:
     summarizer: Summarizer
     trigger: Trigger | None = None
     keep: Keep | None = None
-    strategy: Strategy | StrategyName = "extend"
+    strategy: Strategy | StrategyName = "tree"
     max_summary_tokens: int = 1000
     max_input_tokens: InputBoundSetting = "auto"
     prompts: Prompts | None = None
