@@ -55,7 +55,12 @@ MAX_RATIO = 8.0
 REFUSALS = 4
 """Length refusals one request takes, each followed by a smaller step; the next one raises."""
 
-_MARKERS = ("exceed_context_size_error", "context_length_exceeded", "prompt is too long")
+_MARKERS = (
+    "exceed_context_size_error",  # llama.cpp
+    "context_length_exceeded",  # OpenAI
+    "prompt is too long",  # Anthropic
+    "maximum context length is",  # OpenAI's message, and vLLM's, which has no code
+)
 
 # The numbers each refusal gives, as (prompt tokens, context tokens) in the order they appear.
 _NUMBERS = (
@@ -97,7 +102,10 @@ def length_refusal(error: BaseException) -> InputTooLong | None:
     A refusal is an HTTP 400 (an exception whose ``status_code`` is 400, as the OpenAI and
     Anthropic SDKs and Pydantic AI raise) naming the context: llama.cpp's
     ``exceed_context_size_error``, OpenAI's ``context_length_exceeded``, Anthropic's ``prompt is
-    too long``. A framework's error that wraps the SDK's is followed down its causes.
+    too long``, vLLM's "maximum context length is". A framework's error that wraps the SDK's is
+    followed down its causes. The numbers are read from llama.cpp's ``n_prompt_tokens`` and
+    ``n_ctx`` and from the messages of llama.cpp, OpenAI and Anthropic; vLLM's message is not
+    read (its refusal doubles the ratio).
     """
     seen: BaseException | None = error
     for _ in range(4):

@@ -89,6 +89,22 @@ async def test_a_history_fits_a_model_counting_twice_the_estimate_after_a_refusa
     assert 1.9 <= second.stats.input_ratio <= 2.2
 
 
+@pytest.mark.parametrize("server", ["openai", "vllm"])
+async def test_openai_and_vllm_refusals_are_recognised_too(
+    llm_server: LLMServer, client: AsyncOpenAI, server: str
+) -> None:
+    # OpenAI's message gives both numbers; vLLM's is not read, and doubles the ratio.
+    llm_server.context_tokens = CONTEXT
+    llm_server.token_scale = 2.0
+    llm_server.context_server = server
+    summarizing = compressor(OpenAISummarizer("tiny", client=client), fresh_id())
+    result = await summarizing.compress_detailed(history("a"), thread_id="a")
+    assert result.outcome == "summarized"
+    refused = [size for size in counted(llm_server) if size > CONTEXT]
+    assert 1 <= len(refused) == summarizing.stats.length_refusals <= 2
+    assert 1.9 <= summarizing.stats.input_ratio <= 2.2
+
+
 @pytest.mark.parametrize("integration", INTEGRATIONS)
 async def test_a_server_that_reports_no_usage_leaves_the_ratio_at_one(
     llm_server: LLMServer, client: AsyncOpenAI, integration: str

@@ -17,7 +17,8 @@ message overhead count):
   tokens, as a real tokenizer counts JSON), in the context check and in the usage it reports;
   with ``reports_usage`` off, an OpenAI reply carries no usage, as some servers send none.
 - With ``context_tokens`` set, a prompt of more tokens than that is rejected with HTTP 400 and
-  the body a real server gives: llama.cpp's ``exceed_context_size_error`` on the OpenAI path,
+  the body a real server gives: llama.cpp's ``exceed_context_size_error`` on the OpenAI path
+  (or OpenAI's ``context_length_exceeded``, or vLLM's message: ``context_server``),
   Anthropic's ``prompt is too long`` on the Anthropic path. The request is recorded; the
   script is not consumed (a rejection depends on the request, not on the moment).
 - A reply longer than the request's ``max_tokens`` (or ``max_completion_tokens``) is cut to that
@@ -204,8 +205,30 @@ def _anthropic_body(status: int, model: str, answer: _Answer) -> dict[str, Any]:
     }
 
 
-def context_error(path: str, tokens: int, context: int) -> dict[str, Any]:
-    """The HTTP 400 body of a prompt over the context: llama.cpp's, or Anthropic's."""
+def context_error(
+    path: str, tokens: int, context: int, server: str = "llama.cpp"
+) -> dict[str, Any]:
+    """The HTTP 400 body of a prompt over the context: Anthropic's, or on the OpenAI path the
+    ``server``'s: llama.cpp's, OpenAI's or vLLM's."""
+    if path != ANTHROPIC_PATH and server == "openai":
+        message = (
+            f"This model's maximum context length is {context} tokens. However, your messages "
+            f"resulted in {tokens} tokens. Please reduce the length of the messages."
+        )
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    if path != ANTHROPIC_PATH and server == "vllm":
+        message = (
+            f"This model's maximum context length is {context} tokens. However, you requested "
+            f"{tokens} tokens in the messages, Please reduce the length of the messages."
+        )
+        return {"object": "error", "message": message, "type": "BadRequestError", "code": 400}
     if path == ANTHROPIC_PATH:
         return {
             "type": "error",
@@ -293,6 +316,10 @@ class LLMServer:
             :func:`prompt_tokens`, in the context check and in the usage it reports (2.0: twice
             as many, as a tokenizer counts JSON against slimcache's estimate).
         reports_usage: ``False``: OpenAI replies carry no usage (``"usage": null``).
+        context_server: Whose body a prompt over the context gets on the OpenAI path:
+            ``"llama.cpp"`` (``exceed_context_size_error``, with ``n_prompt_tokens`` and
+            ``n_ctx``), ``"openai"`` (``context_length_exceeded``) or ``"vllm"`` (a message
+            naming the context, no code).
     """
 
     def __init__(self) -> None:
@@ -305,6 +332,7 @@ class LLMServer:
         self.limit_fields: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
         self.refused_fields: tuple[str, ...] = ()
         self.token_scale = 1.0
+        self.context_server = "llama.cpp"
         self.reports_usage = True
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -350,7 +378,7 @@ class LLMServer:
         tokens = self.counted(path, body)
         if self.context_tokens is None or tokens <= self.context_tokens:
             return None
-        return context_error(path, tokens, self.context_tokens)
+        return context_error(path, tokens, self.context_tokens, self.context_server)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
