@@ -9,6 +9,7 @@ Every exception derives from :class:`SlimcacheError`, so one ``except`` clause c
     ├── StoreError            the store failed; the driver's exception is chained as __cause__
     │   └── StoreTimeout      a store call did not answer within its time bound
     └── SummarizerError       the summarizer raised, timed out or returned nothing usable
+        └── InputTooLong      the model refused a request for its length (HTTP 400, context)
 
 Errors about input are raised before anything is written to the store.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "InputTooLong",
     "InvalidInput",
     "MissingExtraError",
     "SlimcacheError",
@@ -70,3 +72,24 @@ class SummarizerError(SlimcacheError):
 
     The store is left exactly as it was before the call.
     """
+
+
+class InputTooLong(SummarizerError):
+    """The model refused a summarizer request for its length: an HTTP 400 naming the context
+    (llama.cpp's ``exceed_context_size_error``, OpenAI's ``context_length_exceeded``,
+    Anthropic's ``prompt is too long``); the client's exception is the ``__cause__``.
+
+    A compressor makes the step again, smaller, a few times before it lets this out (see
+    :mod:`slimcache.core.input_ratio`).
+
+    Attributes:
+        prompt_tokens: The provider's count of the refused prompt, when the refusal gives it.
+        context_tokens: The model's context in tokens, when the refusal gives it.
+    """
+
+    def __init__(
+        self, message: str, *, prompt_tokens: int | None = None, context_tokens: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens

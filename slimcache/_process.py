@@ -21,6 +21,9 @@ The caches, by module (see each for the rules by which it is filled and bounded)
   per distinct set of a compressor's arguments.
 - ``slimcache.core.breaker``: ``breakers``, the recent failures of each summarizer; cleared,
   every summarizer is called again at once, and its failures are counted afresh.
+- ``slimcache.core.input_ratio``: ``input ratios``, how many tokens each summarizer's provider
+  counts per token estimated; cleared, each is learned again (from replies that report their
+  usage, or from a request refused for its length).
 
 Five more process-wide tables are live state, not caches, and are listed here but never
 cleared: emptying them would drop work in flight or let two calls in where one may run. Each

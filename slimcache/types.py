@@ -5,6 +5,8 @@ vocabulary of the front doors' signatures and results, for type annotations and 
 
 - what a call did and what a front door counted: :data:`Outcome` (``result.outcome ==
   "hit"``), :class:`WindowStats`, :class:`ConversationStats`, :class:`SummarizerReport`;
+- what a failed summarizer call was: :class:`InputTooLong`, the
+  :class:`~slimcache.SummarizerError` of a request the model refused for its length;
 - the shapes of the functions you pass in: :data:`PlainSummarizer` and :data:`ExtendFunction`
   (:func:`~slimcache.cached_summarizer`), :data:`MergeFunction` (:class:`~slimcache.Custom`),
   :data:`CompactStartHook` and :data:`CompactEndHook` (:class:`~slimcache.SlidingWindow`);
@@ -19,6 +21,7 @@ vocabulary of the front doors' signatures and results, for type annotations and 
 """
 
 from slimcache._public import publish as _publish
+from slimcache.core.input_ratio import InputTooLong
 from slimcache.core.results import Outcome
 from slimcache.core.strategies import MergeFunction, StrategyName
 from slimcache.core.summarizer import SummarizerReport, Task
@@ -40,6 +43,7 @@ __all__ = [
     "CompactionMode",
     "ConversationStats",
     "ExtendFunction",
+    "InputTooLong",
     "MergeFunction",
     "Outcome",
     "PlainSummarizer",

@@ -4,13 +4,13 @@ at once for a cool-down, then one call at a time tries it again.
 One :class:`Breaker` per summarizer id, for the whole process: a stateless server that builds a
 compressor for each request still shares it. A call counts as failed when the summarizer gave
 no answer (it raised: an HTTP error, a dropped connection, a timeout); a reply slimcache refused
-(cut twice, empty) is an answer and does not. After :data:`FAILURES` failed calls in a row (the
-compressor's ``breaker_failures``; ``None`` turns the breaker off) the breaker opens: for
-:data:`COOLDOWN` seconds every call raises :class:`~slimcache.SummarizerError` at once, which
-the compressor's ``on_summarizer_error`` (or an integration's degrade) handles as any other
-failure. Then one call, the probe, is let
-through while the others still fail at once: an answer closes the breaker, a failure opens it
-again for twice as long (up to :data:`MAX_COOLDOWN`).
+(cut twice, empty) is an answer and does not, nor does a request the model refused for its
+length. After :data:`FAILURES` failed calls in a row (the compressor's ``breaker_failures``;
+``None`` turns the breaker off) the breaker opens: for :data:`COOLDOWN` seconds every call
+raises :class:`~slimcache.SummarizerError` at once, which the compressor's
+``on_summarizer_error`` (or an integration's degrade) handles as any other failure. Then one
+call, the probe, is let through while the others still fail at once: an answer closes the
+breaker, a failure opens it again for twice as long (up to :data:`MAX_COOLDOWN`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 
-from slimcache._exceptions import SummarizerError
+from slimcache._exceptions import InputTooLong, SummarizerError
 from slimcache._process import register
 
 __all__ = [
@@ -154,5 +154,9 @@ def cool_downs_over() -> None:
 
 def no_answer(error: SummarizerError) -> bool:
     """Whether ``error`` (from :func:`~slimcache.core.summarizer.call_summarizer`) means the
-    summarizer gave no answer: it raised, or timed out, rather than refusing its own reply."""
+    summarizer gave no answer: it raised, or timed out, rather than refusing its own reply. A
+    request the model refused for its length (:class:`~slimcache.types.InputTooLong`) was
+    answered: the model is there, the request was too long."""
+    if isinstance(error, InputTooLong):
+        return False
     return error.__cause__ is not None and not isinstance(error.__cause__, SummarizerError)

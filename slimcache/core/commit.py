@@ -2,14 +2,19 @@
 
 The index is the commit point: a range no index lists is never served. One batch carries the
 range, the index, the stale ranges' deletes and the lease's release where the store runs
-batches; a failure undoes the range, and a concurrent index write is merged with. An index or
+batches; a concurrent index write is merged with. A commit that failed is never undone once the
+index lists its range (its reply was lost, it landed); one that timed out is settled once the
+store answers again: written then, unless it landed, with the lease kept until it is. An index or
 range of a format version this one does not know is never overwritten: the thread is left to
 the workers that read it (see :func:`leaves_alone`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -21,9 +26,12 @@ from slimcache.core.store_io import in_background
 from slimcache.core.thread_cache import INDEX_ATTEMPTS, ThreadCache
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex, of_other_version
 
-__all__ = ["CatchUpCommits", "EntryMaker", "IndexWriter", "leaves_alone"]
+__all__ = ["SETTLE_SECONDS", "CatchUpCommits", "EntryMaker", "IndexWriter", "leaves_alone", "lists"]
 
 logger = logging.getLogger("slimcache")
+
+SETTLE_SECONDS = 10.0
+"""Seconds a commit whose store call timed out is tried again in the background."""
 
 EntryMaker = Callable[[str, RangeRef, str, int], SummaryEntry]
 """Builds a range's entry: ``(thread, range, summary, covered_tokens) -> entry``."""
@@ -44,6 +52,16 @@ def leaves_alone(thread: str, *raws: str | None) -> bool:
         thread,
     )
     return True
+
+
+def lists(index: ThreadIndex | None, entry: SummaryEntry) -> bool:
+    """Whether ``index`` lists ``entry``'s range, with its fingerprint."""
+    if index is None:
+        return False
+    return any(
+        (ref.start, ref.end, ref.fingerprint) == (entry.start, entry.end, entry.fingerprint)
+        for ref in index.ranges
+    )
 
 
 @dataclass(frozen=True)
@@ -79,7 +97,8 @@ class IndexWriter:
             the range is cached but not listed.
 
         Raises:
-            StoreError: The store failed; the range was undone (later, on a timeout).
+            StoreError: The store failed; the range was undone unless the index lists it. On
+                a timeout the commit is settled in the background instead (see :meth:`settle`).
         """
         if leaves_alone(cache.keys.encoded, plan.index_raw, previous_raw):
             return None
@@ -101,12 +120,89 @@ class IndexWriter:
                 await cache.delete_ranges(update.delete)
             return update.index
         except StoreTimeout:
-            # The store is not answering: undo once it is back, without holding the caller.
-            in_background(cache.undo_range(entry, written, previous_raw))
+            # The store is not answering: the batch may land yet, or may have landed. The
+            # commit is settled once the store is back, without holding the caller, and the
+            # lease stays with it until then (see settle).
+            settle = functools.partial(
+                self.settle, cache, history, plan, entry, written, previous_raw
+            )
+            if lease is not None:
+                lease.hold_while(settle)
+            else:
+                in_background(settle())
             raise
         except StoreError:
-            await cache.undo_range(entry, written, previous_raw)
+            if not await self.landed(cache, entry):
+                await cache.undo_range(entry, written, previous_raw)
             raise
+
+    async def landed(self, cache: ThreadCache, entry: SummaryEntry) -> bool:
+        """Whether the thread's index lists ``entry``'s range: a commit whose reply was lost
+        landed, and its range is never undone. ``False`` when the index cannot be read."""
+        try:
+            raw = await cache.read_index()
+        except StoreError:
+            return False
+        return lists(cache.parse_index(raw), entry)
+
+    async def settle(
+        self,
+        cache: ThreadCache,
+        history: History,
+        plan: PlannedRead,
+        entry: SummaryEntry,
+        written: str,
+        previous_raw: str | None,
+    ) -> None:
+        """Settle a commit whose store call timed out, once the store answers again.
+
+        The summary was made: if the batch landed, the index lists its range and it stays;
+        otherwise the range and the index are written now, so that the next request for the
+        range is served it rather than summarizing it again. A range another worker wrote
+        since is left to it. Tried for :data:`SETTLE_SECONDS`, then given up (logged).
+        """
+        key = cache.keys.summary(entry.start, entry.end)
+        until = time.monotonic() + SETTLE_SECONDS
+        delay = 0.1
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            try:
+                index_raw, range_raw = await cache.read_index_and_range(entry.start, entry.end)
+                if lists(cache.parse_index(index_raw), entry):
+                    return  # the batch landed
+                if range_raw not in (None, written, previous_raw):
+                    return  # another worker wrote the range since
+                if range_raw != written and not await self._put(cache, key, range_raw, written):
+                    return
+                view = read_index(cache.parse_index(index_raw), history, self.rules)
+                fresh = replace(plan, index_raw=index_raw, view=view)
+                if await self.write_index(cache, history, fresh, entry) is not None:
+                    logger.info(
+                        "thread %s: range %d-%d cached once the store answered again",
+                        cache.keys.encoded,
+                        entry.start,
+                        entry.end,
+                    )
+                return
+            except StoreError as exc:
+                if time.monotonic() + delay > until:
+                    logger.warning(
+                        "thread %s: could not cache range %d-%d after a timeout: %s",
+                        cache.keys.encoded,
+                        entry.start,
+                        entry.end,
+                        exc,
+                    )
+                    return
+
+    @staticmethod
+    async def _put(cache: ThreadCache, key: str, expected: str | None, value: str) -> bool:
+        """Write a range's value over ``expected``; compared where the store can."""
+        if cache.io.compares:
+            return await cache.io.compare_and_set(key, expected, value)
+        await cache.io.set(key, value)
+        return True
 
     def next_index(
         self,

@@ -97,13 +97,13 @@ class SummarizeCompressor:
             (a summary over 1.25 times the budget is condensed once, then cut to it; see
             ``on_over_budget``).
         max_input_tokens (InputBoundSetting): Tokens one summarizer call may receive: the prompt,
-            the previous summary and the messages, as ``token_counter`` counts them (plus
-            ``message_overhead`` per message). More messages than that are folded in consecutive
-            calls, each cached as a range of its own as soon as it is made, so a request stopped
-            halfway is taken up from there; a tool call's messages are never split, and a message
-            that does not fit alone is sent cut. ``"auto"`` (default): 4 times
-            ``max_summary_tokens``, at least 6,000, which with the default budget fits a model with
-            an 8,192-token context. ``None``: no bound.
+            the previous summary and the messages, counted with ``token_counter`` (plus
+            ``message_overhead`` a message) times the ratio of the model's count to it, learned
+            (``stats.input_ratio``). More is folded in consecutive calls, each cached as soon as
+            it is made; a tool call's messages are never split, a message that does not fit
+            alone is sent cut, and a call refused for its length is made again, smaller.
+            ``"auto"`` (default): 4 times ``max_summary_tokens``, at least 6,000, which with the
+            default budget fits a model with an 8,192-token context. ``None``: no bound.
         prompts (Prompts | None): The default prompts given to the summarizer.
         token_counter (TokenCounter): Counts a text's tokens (default: ``ceil(len / 4)``). Any other
             counter must depend on the text alone: compressors built with the same settings remember

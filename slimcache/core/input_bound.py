@@ -8,11 +8,13 @@ calls and its tool results are one unit) as fit the bound beside the prompt and 
 summary it is sent with. A unit that does not fit alone is sent on its own, its messages cut
 (their text ends in :data:`CUT_MARKER`); a previous summary too long to leave room for messages
 is cut the same way. Everything is measured as the compressor measures what it sends: with its
-token counter, plus its per-message overhead.
+token counter, plus its per-message overhead; a provider known to count more tokens than that
+gets a bound divided by how many more (:meth:`InputBound.scaled`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -156,6 +158,16 @@ class InputBound:
     sends_previous: bool
     count: TokenCounter
     overhead: int
+
+    def scaled(self, ratio: float) -> InputBound:
+        """This bound for a provider that counts ``ratio`` tokens for each token estimated: the
+        limit and the reserve divided by it (see :mod:`slimcache.core.input_ratio`); as it is
+        for a ratio of 1.0 or less, or with no limit."""
+        if ratio <= 1.0 or self.limit is None:
+            return self
+        return dataclasses.replace(
+            self, limit=int(self.limit / ratio), reserve=int(self.reserve / ratio)
+        )
 
     def step(self, checked: CheckedMessages, first: int, last: int, previous: str | None) -> Step:
         """The next step: messages from ``first`` on, up to ``last`` at most, that fit.

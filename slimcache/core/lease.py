@@ -35,7 +35,8 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any
 
 from slimcache._exceptions import StoreError
 from slimcache.core.store_io import StoreIO, in_background
@@ -273,6 +274,27 @@ class Lease:
         value, self.value = self.value, None
         if value is not None:
             self._clean_up_later(value)
+
+    def hold_while(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Keep the lease, renewed, while ``work`` runs in the background, then give it up
+        there; this holder gives it up now, without waiting on the store.
+
+        For a commit whose store call timed out: the lease stays with the work that settles
+        it, so that no waiter summarizes the range again before the summary is cached.
+        """
+        if self.value is None:
+            in_background(work())
+            return
+        keeper = Lease(self.io, self.key, self.ttl, clock=self.clock, watch_clock=self.watch_clock)
+        keeper.token, keeper.value, self.value = self.token, self.value, None
+        in_background(keeper._hold_while(work))
+
+    async def _hold_while(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        try:
+            async with self.kept():
+                await work()
+        finally:
+            self.release_later()
 
     def _clean_up_later(self, value: str) -> None:
         """Delete ``value`` from the lease key in the background once the store answers.

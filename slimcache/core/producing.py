@@ -2,7 +2,10 @@
 
 The strategy says how a summary is combined from an earlier one and the new messages; the
 producer makes the summarizer calls it asks for, in as many steps as the bound on one call's
-input needs, counts what each sent, and builds the entry the new summary is cached as.
+input needs, counts what each sent, and builds the entry the new summary is cached as. The
+bound follows how many tokens the summarizer's provider counts for slimcache's estimate
+(:mod:`slimcache.core.input_ratio`): learned from each reply that reports its usage, raised by
+a request refused for its length, whose step is then made again, smaller.
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slimcache._exceptions import SummarizerError
+from slimcache._exceptions import InputTooLong, SummarizerError
 from slimcache.core import recorder as reporting
 from slimcache.core.breaker import FAILURES, Breaker, BreakerOpen, breaker_for, no_answer
 from slimcache.core.input_bound import InputBound, Step
+from slimcache.core.input_ratio import REFUSALS, ratio_for
 from slimcache.core.strategies import Strategy
 from slimcache.core.summarizer import (
     OnOverBudget,
     Prompts,
     Summarizer,
+    SummarizerReport,
     SummaryContext,
     Task,
     call_summarizer,
@@ -90,6 +95,11 @@ class SummaryProducer:
 
         In one step when they fit ``bound``, else in consecutive steps (see
         :mod:`slimcache.core.input_bound`), each step but the last handed to ``checkpoint``.
+        A step the model refuses for its length is made again within the bound that the
+        refusal lowered, up to :data:`~slimcache.core.input_ratio.REFUSALS` times a request.
+
+        Raises:
+            InputTooLong: One refusal more than that, or one with no bound to lower.
         """
         previous: str | None = None
         if base is not None:  # a tree's parts, when it recorded them
@@ -99,13 +109,21 @@ class SummaryProducer:
                     base.summary, base.parts, base.covered_tokens, base.part_messages
                 )
         first = base.end + 1 if base is not None else target.start
+        refusals = 0
         while True:
-            step = self.bound.step(work.checked, first, target.end, previous)
+            bound = self.scaled_bound()
+            step = bound.step(work.checked, first, target.end, previous)
             if isinstance(step.previous, Forest):  # a tree may merge from the messages
                 step = dataclasses.replace(
                     step, previous=step.previous.reading(self.originals(work, target, step))
                 )
-            previous = await self.fold(work, step, target.start)
+            try:
+                previous = await self.fold(work, step, target.start)
+            except InputTooLong:
+                refusals += 1
+                if bound.limit is None or refusals > REFUSALS:
+                    raise
+                continue  # the same messages, within the bound the refusal lowered
             if step.end >= target.end:
                 return previous
             work.stats.catch_up_steps += 1
@@ -121,13 +139,18 @@ class SummaryProducer:
         served matched them (its fingerprint), and each earlier step made its part from them.
         """
         end = step.end + 1
-        limit = self.bound.limit
+        bound = self.scaled_bound()
         return Originals(
             start=target.start,
             messages=tuple(work.checked.messages[target.start : end]),
             tokens=tuple(work.checked.tokens[target.start : end]),
-            room=None if limit is None else limit - self.bound.prompt_tokens,
+            room=None if bound.limit is None else bound.limit - bound.prompt_tokens,
         )
+
+    def scaled_bound(self) -> InputBound:
+        """``bound`` divided by the ratio learned for the summarizer (see
+        :mod:`slimcache.core.input_ratio`)."""
+        return self.bound.scaled(ratio_for(self.summarizer_id).in_force())
 
     async def fold(self, work: Work, step: Step, start: int) -> str:
         """Fold one step's messages into its previous summary with the strategy.
@@ -204,6 +227,8 @@ class SummaryProducer:
 
         A summarizer that failed several times in a row lately is not called while its breaker
         is open (:mod:`slimcache.core.breaker`): :class:`~slimcache.SummarizerError` at once.
+        The input tokens its provider reports teach the summarizer's ratio; a refusal for the
+        length raises it (:mod:`slimcache.core.input_ratio`).
         """
         budget = self.max_tokens if budget is None else budget
         if previous is not None:
@@ -246,21 +271,40 @@ class SummaryProducer:
                 breaker.released()
             raise
         except SummarizerError as exc:
-            if breaker is None:
-                raise
-            if not no_answer(exc):
-                self._answered(work, breaker)
-            elif breaker.failed(probe=probe, threshold=self.breaker_failures or FAILURES):
-                work.stats.breaker_opened += 1
-                self._breaker_event("opened")
+            self._failed(work, exc, sent, breaker, probe)
             raise
         finally:
             # Counted whether the call returned or raised: a cut reply that failed counts too.
             work.requests += work.stats.add_report(context.report, sent, made=made)
+            self._learn(work, context.report, sent)
         work.stats.summarizer_output_tokens += self.count(summary)
         if breaker is not None:
             self._answered(work, breaker)
         return summary
+
+    def _failed(
+        self, work: Work, error: SummarizerError, sent: int, breaker: Breaker | None, probe: bool
+    ) -> None:
+        """Count a call that raised ``error``: a length refusal raises the ratio, and the
+        breaker counts the failure, unless the summarizer answered."""
+        if isinstance(error, InputTooLong):
+            work.stats.length_refusals += 1
+            ratio_for(self.summarizer_id).refused(error, sent, self.bound.limit)
+        if breaker is None:
+            return
+        if not no_answer(error):
+            self._answered(work, breaker)
+        elif breaker.failed(probe=probe, threshold=self.breaker_failures or FAILURES):
+            work.stats.breaker_opened += 1
+            self._breaker_event("opened")
+
+    def _learn(self, work: Work, report: SummarizerReport, sent: int) -> None:
+        """Learn the ratio from the input tokens the provider reported for requests that each
+        sent ``sent`` tokens, as estimated; the stats show the ratio in force then."""
+        ratio = ratio_for(self.summarizer_id)
+        if report.input_tokens is not None and report.input_reports:
+            ratio.observed(report.input_tokens / report.input_reports, sent)
+        work.stats.input_ratio = ratio.in_force()
 
     def _admitted(self, work: Work) -> tuple[Breaker | None, bool]:
         """The summarizer's breaker (``None`` when ``breaker_failures`` is) and whether this

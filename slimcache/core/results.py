@@ -21,7 +21,7 @@ history; messages returned as given)."""
 
 _PER_REQUEST = frozenset({"requests", "cache_hits", "naive_input_tokens", "invalidations"})
 # The counters that keep the largest value seen, not a sum.
-_LARGEST = frozenset({"max_stale_messages"})
+_LARGEST = frozenset({"max_stale_messages", "input_ratio"})
 _NO_NAMES: frozenset[str] = frozenset()
 
 
@@ -53,6 +53,15 @@ class Stats:
             fit one call under ``max_input_tokens``; each was cached as a range of its own.
         cut_messages: Messages sent to the summarizer cut, because alone (or with their tool
             call's other messages) they did not fit ``max_input_tokens``.
+        input_ratio: How many tokens the summarizer's provider counts per token slimcache
+            estimates, as the bound used it after the last summarizer call: each step's
+            estimated size times it fits ``max_input_tokens``. Learned per summarizer, for the
+            whole process, from the input tokens replies report and from length refusals (see
+            :mod:`slimcache.core.input_ratio`); 1.0 while none is learned, and never less.
+            Taken together (:meth:`add`), the larger of the two.
+        length_refusals: Summarizer requests the model refused for their length (HTTP 400,
+            the context exceeded). Each raised ``input_ratio`` and its step was made again,
+            smaller; each is counted in ``summarizer_requests`` too.
         store_reads: Store read round trips (``get`` and ``get_many``).
         store_writes: Store write round trips (``set`` and ``set_if_absent``).
         store_deletes: Store delete round trips.
@@ -122,6 +131,8 @@ class Stats:
     evicted_messages: int = 0
     catch_up_steps: int = 0
     cut_messages: int = 0
+    input_ratio: float = 1.0
+    length_refusals: int = 0
     store_reads: int = 0
     store_writes: int = 0
     store_deletes: int = 0
@@ -176,7 +187,7 @@ class Stats:
 
     def add(self, other: Stats) -> None:
         """Add ``other``'s counters to these, as of two compressors taken together: the counts
-        add up, and ``max_stale_messages`` is the larger of the two."""
+        add up, and ``max_stale_messages`` and ``input_ratio`` are the larger of the two."""
         self._combine(other, _NO_NAMES)
 
     def absorb(self, spent: Stats) -> None:

@@ -44,6 +44,7 @@ from slimcache.stores.toolkit import run_bounded, run_op
 __all__ = [
     "KNOWN_ENTRIES",
     "StoreIO",
+    "background_done",
     "bounds_itself",
     "in_background",
     "known_entries",
@@ -88,6 +89,14 @@ def in_background(coro: Coroutine[Any, Any, None]) -> None:
     task = asyncio.get_running_loop().create_task(coro)
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
+
+
+async def background_done() -> None:
+    """Wait until the clean-ups running in the background of this event loop have ended,
+    those they start included."""
+    loop = asyncio.get_running_loop()
+    while pending := [task for task in _BACKGROUND if task.get_loop() is loop]:
+        await asyncio.wait(pending)
 
 
 # Whether a store type's method takes ``ttl=``, found once per type and method.

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Union
 
-from slimcache._exceptions import SummarizerError
+from slimcache._exceptions import InputTooLong, SummarizerError
+from slimcache.core.input_ratio import length_refusal
 from slimcache.messages import Message, TokenCounter, count_message_tokens, render_transcript
 
 __all__ = [
@@ -172,6 +173,9 @@ class SummarizerReport:
             every request of the call added up), or ``None`` when the summarizer does not have
             them. slimcache's telemetry reports them as ``gen_ai.client.token.usage``.
         output_tokens: The output tokens it reported, likewise.
+        input_reports: Requests whose input tokens the provider reported (those
+            ``input_tokens`` adds up). The compressor learns from them how many tokens the
+            provider counts per token it estimates (see :mod:`slimcache.core.input_ratio`).
         requests: Requests the summarizer sent to its model for this call, retries included
             (0: it does not count them, and the call counts as one request).
     """
@@ -182,11 +186,13 @@ class SummarizerReport:
     input_tokens: int | None = None
     output_tokens: int | None = None
     requests: int = 0
+    input_reports: int = 0
 
     def add_usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
         """Count the usage the provider reported for one request (``None``: not reported)."""
         if input_tokens is not None:
             self.input_tokens = (self.input_tokens or 0) + input_tokens
+            self.input_reports += 1
         if output_tokens is not None:
             self.output_tokens = (self.output_tokens or 0) + output_tokens
 
@@ -298,6 +304,8 @@ async def call_summarizer(
     """Call the summarizer and check what it returns.
 
     Raises:
+        InputTooLong: The model refused the request for its length (see
+            :func:`~slimcache.core.input_ratio.length_refusal`); the client's error is chained.
         SummarizerError: It raised, timed out, or returned an empty or non-string result;
             the original exception is chained.
     """
@@ -313,6 +321,14 @@ async def call_summarizer(
             f"summarizer timed out after {timeout}s on {where} ({context.task})"
         ) from exc
     except Exception as exc:
+        refusal = length_refusal(exc)
+        if refusal is not None:
+            raise InputTooLong(
+                f"summarizer refused {where} ({context.task}) for its length: "
+                f"{type(exc).__name__}: {exc}",
+                prompt_tokens=refusal.prompt_tokens,
+                context_tokens=refusal.context_tokens,
+            ) from exc
         raise SummarizerError(
             f"summarizer failed on {where} ({context.task}): {type(exc).__name__}: {exc}"
         ) from exc

@@ -413,19 +413,23 @@ async def test_a_commit_batch_whose_index_changed_meanwhile_merges_with_it() -> 
     assert "thread_t:lease" not in store.snapshot()
 
 
-async def test_a_commit_batch_whose_reply_is_lost_is_undone_and_the_lease_not_kept() -> None:
+async def test_a_commit_batch_whose_reply_is_lost_is_kept_and_the_lease_not_kept() -> None:
     store = CommitFaults("reply lost")
-    compressor = make(RecordingSummarizer(), store)
+    summarizer = RecordingSummarizer()
     with pytest.raises(StoreError, match="connection reset"):
-        await compressor.compress(chat(30), thread_id="t")
+        await make(summarizer, store).compress(chat(30), thread_id="t")
     snapshot = store.snapshot()
-    # The range written by the lost batch is taken back; no lease is left to block others.
-    assert "thread_t:summary:1-20" not in snapshot
+    # The lost batch landed: the index lists its range, so the range stays; no lease is left.
+    index = ThreadIndex.parse(snapshot["thread_t:index"], thread="t")
+    assert index is not None
+    assert (index.head.start, index.head.end) == (1, 20)
+    assert "thread_t:summary:1-20" in snapshot
     assert "thread_t:lease" not in snapshot
-    # What the index says still matches the history: the next request is served, not misled.
-    follow_up = await make(RecordingSummarizer(), store).compress_detailed(chat(30), thread_id="t")
-    assert follow_up.outcome in ("hit", "summarized")
+    # The next request is served the summary made, not summarizing it again.
+    follow_up = await make(summarizer, store).compress_detailed(chat(30), thread_id="t")
+    assert follow_up.outcome == "hit"
     assert follow_up.summary_range == (1, 20)
+    assert len(summarizer.calls) == 1
 
 
 class DeletesFail(CountingStore):

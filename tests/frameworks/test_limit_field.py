@@ -7,7 +7,7 @@ summarizers are the ones each integration makes of a default model.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -30,13 +30,6 @@ from tests.servers.llm_server import OPENAI_PATH, LLMServer, count_tokens
 
 BUDGET = 40
 RAMBLING = "The trip is to Lisbon in May, and then it is not. " * 40  # far over the budget
-
-
-@pytest.fixture
-async def client(llm_server: LLMServer) -> AsyncIterator[AsyncOpenAI]:
-    client = AsyncOpenAI(base_url=llm_server.openai_base_url, api_key="k", max_retries=0)
-    yield client
-    await client.close()
 
 
 def _llm(server: LLMServer, client: AsyncOpenAI) -> Summarizer:

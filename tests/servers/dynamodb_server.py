@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["DynamoDBServer", "dynamodb_server", "unique_table_name"]
 
 _START_TIMEOUT = 30.0
+STORE_TIMEOUT = 20.0
+"""The store timeout the tests give: the server answers one request at a time, and on a loaded
+machine a call can queue behind others for longer than the default 5 s."""
 _STOP_TIMEOUT = 10.0
 _PROBE_TIMEOUT = 2.0
 _PROBE_PATH = "/moto-api/"
@@ -99,12 +102,14 @@ class DynamoDBServer(ServerProcess):
         }
 
     def url(self, table: str, **options: str) -> str:
-        """A ``dynamodb://`` URL of ``table`` on this server (credentials come from elsewhere)."""
+        """A ``dynamodb://`` URL of ``table`` on this server (credentials come from elsewhere),
+        with a store timeout of :data:`STORE_TIMEOUT` seconds unless ``options`` give one."""
         query = "&".join(
             f"{name}={value}"
             for name, value in {
                 "endpoint_url": self.endpoint_url,
                 "region": self.region,
+                "timeout": str(STORE_TIMEOUT),
                 **options,
             }.items()
         )

@@ -13,8 +13,12 @@ It behaves as a real server does at its limits, counting tokens with its own app
 ``MESSAGE_OVERHEAD`` per message, which is what ``slimcache.approx_tokens`` and the default
 message overhead count):
 
+- ``token_scale`` counts every prompt as that many times its approximation (2.0: twice as many
+  tokens, as a real tokenizer counts JSON), in the context check and in the usage it reports;
+  with ``reports_usage`` off, an OpenAI reply carries no usage, as some servers send none.
 - With ``context_tokens`` set, a prompt of more tokens than that is rejected with HTTP 400 and
-  the body a real server gives: llama.cpp's ``exceed_context_size_error`` on the OpenAI path,
+  the body a real server gives: llama.cpp's ``exceed_context_size_error`` on the OpenAI path
+  (or OpenAI's ``context_length_exceeded``, or vLLM's message: ``context_server``),
   Anthropic's ``prompt is too long`` on the Anthropic path. The request is recorded; the
   script is not consumed (a rejection depends on the request, not on the moment).
 - A reply longer than the request's ``max_tokens`` (or ``max_completion_tokens``) is cut to that
@@ -29,6 +33,7 @@ message overhead count):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import threading
@@ -140,6 +145,7 @@ class _Answer:
     text: str
     cut: bool
     prompt: int
+    usage: bool = True
 
     @classmethod
     def to(
@@ -161,6 +167,11 @@ def _openai_body(status: int, model: str, answer: _Answer) -> dict[str, Any]:
     if status >= 400:
         return {"error": {"message": f"scripted {status}", "type": _error_type(status)}}
     completion = count_tokens(answer.text)
+    usage = {
+        "prompt_tokens": answer.prompt,
+        "completion_tokens": completion,
+        "total_tokens": answer.prompt + completion,
+    }
     return {
         "id": "chatcmpl-local",
         "object": "chat.completion",
@@ -174,11 +185,7 @@ def _openai_body(status: int, model: str, answer: _Answer) -> dict[str, Any]:
                 "logprobs": None,
             }
         ],
-        "usage": {
-            "prompt_tokens": answer.prompt,
-            "completion_tokens": completion,
-            "total_tokens": answer.prompt + completion,
-        },
+        "usage": usage if answer.usage else None,
     }
 
 
@@ -198,8 +205,30 @@ def _anthropic_body(status: int, model: str, answer: _Answer) -> dict[str, Any]:
     }
 
 
-def context_error(path: str, tokens: int, context: int) -> dict[str, Any]:
-    """The HTTP 400 body of a prompt over the context: llama.cpp's, or Anthropic's."""
+def context_error(
+    path: str, tokens: int, context: int, server: str = "llama.cpp"
+) -> dict[str, Any]:
+    """The HTTP 400 body of a prompt over the context: Anthropic's, or on the OpenAI path the
+    ``server``'s: llama.cpp's, OpenAI's or vLLM's."""
+    if path != ANTHROPIC_PATH and server == "openai":
+        message = (
+            f"This model's maximum context length is {context} tokens. However, your messages "
+            f"resulted in {tokens} tokens. Please reduce the length of the messages."
+        )
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    if path != ANTHROPIC_PATH and server == "vllm":
+        message = (
+            f"This model's maximum context length is {context} tokens. However, you requested "
+            f"{tokens} tokens in the messages, Please reduce the length of the messages."
+        )
+        return {"object": "error", "message": message, "type": "BadRequestError", "code": 400}
     if path == ANTHROPIC_PATH:
         return {
             "type": "error",
@@ -283,6 +312,14 @@ class LLMServer:
             (``("max_tokens",)``: as llama.cpp's server).
         refused_fields: Fields of an OpenAI request refused with HTTP 400
             (``("max_tokens",)``: as OpenAI's reasoning models).
+        token_scale: How many tokens the server counts for each token of
+            :func:`prompt_tokens`, in the context check and in the usage it reports (2.0: twice
+            as many, as a tokenizer counts JSON against slimcache's estimate).
+        reports_usage: ``False``: OpenAI replies carry no usage (``"usage": null``).
+        context_server: Whose body a prompt over the context gets on the OpenAI path:
+            ``"llama.cpp"`` (``exceed_context_size_error``, with ``n_prompt_tokens`` and
+            ``n_ctx``), ``"openai"`` (``context_length_exceeded``) or ``"vllm"`` (a message
+            naming the context, no code).
     """
 
     def __init__(self) -> None:
@@ -294,6 +331,9 @@ class LLMServer:
         self.bounds_reply = True
         self.limit_fields: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
         self.refused_fields: tuple[str, ...] = ()
+        self.token_scale = 1.0
+        self.context_server = "llama.cpp"
+        self.reports_usage = True
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -328,12 +368,17 @@ class LLMServer:
         with self._lock:
             return self.replies.pop(0) if self.replies else Reply()
 
+    def counted(self, path: str, body: dict[str, Any]) -> int:
+        """The prompt's tokens as this server counts them: :func:`prompt_tokens` times
+        ``token_scale``, rounded up."""
+        return math.ceil(prompt_tokens(path, body) * self.token_scale)
+
     def _over_context(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """The 400 body when the prompt does not fit the context, else ``None``."""
-        tokens = prompt_tokens(path, body)
+        tokens = self.counted(path, body)
         if self.context_tokens is None or tokens <= self.context_tokens:
             return None
-        return context_error(path, tokens, self.context_tokens)
+        return context_error(path, tokens, self.context_tokens, self.context_server)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -403,7 +448,8 @@ class LLMServer:
                 text = reply.text if reply.text is not None else server.text(self.path, body)
                 bounded = body if server.bounds_reply else {}
                 fields = server.limit_fields if self.path == OPENAI_PATH else ("max_tokens",)
-                answer = _Answer.to(bounded, text, prompt_tokens(self.path, body), fields)
+                answer = _Answer.to(bounded, text, server.counted(self.path, body), fields)
+                answer = dataclasses.replace(answer, usage=server.reports_usage)
                 self._send(
                     reply.status, make(reply.status, str(body.get("model")), answer), reply.headers
                 )

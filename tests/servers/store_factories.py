@@ -37,7 +37,7 @@ from slimcache_s3 import S3Store
 from slimcache_sql import SQLStore
 
 from slimcache import MemoryStore
-from tests.servers.dynamodb_server import DynamoDBServer, unique_table_name
+from tests.servers.dynamodb_server import STORE_TIMEOUT, DynamoDBServer, unique_table_name
 from tests.servers.postgres_server import PostgresServer
 from tests.servers.redis_cluster import RedisClusterServers
 from tests.servers.redis_server import RedisServer
@@ -188,9 +188,7 @@ async def dynamodb_store_factory(
     async def open_store(table: str | None = None, **options: Any) -> DynamoDBStore:
         for name, value in dynamodb_server.client_options.items():
             options.setdefault(name, value)
-        # The test server answers one request at a time (see tests.servers.dynamodb_server): on
-        # a loaded machine a call can queue behind others for longer than the default 5 s.
-        options.setdefault("timeout", 20.0)
+        options.setdefault("timeout", STORE_TIMEOUT)
         return DynamoDBStore.from_url(f"dynamodb://{table or unique_table_name()}", **options)
 
     async with closing_stores(open_store) as make:

@@ -37,7 +37,7 @@ from slimcache import ConfigurationError, MemoryStore, MissingExtraError, Store,
 from slimcache._bundled import BUNDLED, BundledAdapter, ClientType
 from slimcache.stores import pip_install
 from slimcache.stores.registry import ENTRY_POINT_GROUP, store_schemes
-from tests.servers.dynamodb_server import DynamoDBServer, unique_table_name
+from tests.servers.dynamodb_server import STORE_TIMEOUT, DynamoDBServer, unique_table_name
 from tests.servers.postgres_server import PostgresServer
 from tests.servers.redis_cluster import RedisClusterServers
 from tests.servers.redis_server import RedisServer
@@ -166,6 +166,7 @@ async def test_dynamodb_url(dynamodb_server: DynamoDBServer) -> None:
     table = unique_table_name()
     store = open_store(
         f"dynamodb://{table}?endpoint_url={dynamodb_server.endpoint_url}",
+        timeout=STORE_TIMEOUT,
         region_name=dynamodb_server.region,
         aws_access_key_id=dynamodb_server.access_key,
         aws_secret_access_key=dynamodb_server.secret_key,

@@ -43,7 +43,7 @@ from slimcache.stores import (
 )
 from slimcache.testing import StoreConformance, StoreFactory
 from tests.fakes import chat
-from tests.servers.dynamodb_server import DynamoDBServer, unique_table_name
+from tests.servers.dynamodb_server import STORE_TIMEOUT, DynamoDBServer, unique_table_name
 from tests.servers.store_factories import StoreFactoryOf
 from tests.workers.replay_worker import SUMMARIZER_ID, summary_text
 
@@ -472,7 +472,7 @@ def test_two_processes_on_one_thread_make_one_summarizer_call(
 ) -> None:
     table = unique_table_name()
     options = json.dumps(dynamodb_server.client_options)
-    url = f"dynamodb://{table}"
+    url = f"dynamodb://{table}?timeout={STORE_TIMEOUT}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     workers = [
         subprocess.Popen(
