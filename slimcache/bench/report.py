@@ -164,10 +164,16 @@ def _notes(report: BenchReport) -> list[str]:
         lines.append(f"{cached.label} made no summarizer call: every summary came from the store.")
     elif cached is not None:
         extra = cached.input_tokens - cached.message_tokens
+        if cached.message_tokens == floor:
+            against = "exactly the floor"
+        elif floor:
+            # The tree strategy's merges may read a range's messages again.
+            against = f"{cached.message_tokens / floor:.2f}x the floor"
+        else:
+            against = "no floor to compare with"
         lines.append(
             f"slimcache sent {cached.message_tokens:,} message tokens to the summarizer "
-            f"({'exactly the floor' if cached.message_tokens == floor else 'vs the floor'}), "
-            f"plus {extra:,} tokens of prompts and previous summaries."
+            f"({against}), plus {extra:,} tokens of prompts and previous summaries."
         )
     if naive is not None and floor:
         lines.append(

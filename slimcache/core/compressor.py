@@ -86,13 +86,11 @@ class SummarizeCompressor:
         keep (Keep | None): How much stays verbatim after compressing (default: the last 10
             messages).
         strategy (Strategy | StrategyName): How a cached summary and new messages combine:
-            ``"tree"`` (the default: the summary is a forest of parts merged like a binary
-            counter, one call per compaction, so an early fact is summarized again about
-            ``log2`` as often as with ``Extend``; see the design page), :class:`Extend` (one call
-            given the previous summary and only the new messages, each message sent once),
-            :class:`Concat`, :class:`Hybrid`, :class:`Replace`, :class:`Custom`, your own
-            :class:`Strategy`, or the shortcut names ``"tree"``, ``"extend"``, ``"concat"``,
-            ``"hybrid"`` and ``"replace"``.
+            ``"tree"`` (the default: parts merged like a binary counter, one call per compaction;
+            see the design page), :class:`Extend` (one call given the previous summary and only
+            the new messages), :class:`Concat`, :class:`Hybrid`, :class:`Replace`,
+            :class:`Custom`, your own :class:`Strategy`, or the names ``"tree"``, ``"extend"``,
+            ``"concat"``, ``"hybrid"`` and ``"replace"``.
         max_summary_tokens (int): Token budget of a summary: given to the summarizer, and enforced
             (a summary over 1.25 times the budget is condensed once, then cut to it; see
             ``on_over_budget``).

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
 from slimcache import MemoryStore
 from slimcache.bench.report import print_report, write_plot
-from tests.bench.synthetic import dataset, replay
+from tests.bench.synthetic import SMALL, dataset, replay
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -68,3 +69,13 @@ async def test_report_and_plot_of_some_modes_only(tmp_path: Path) -> None:
     target = tmp_path / "store.png"
     write_plot(report, target)
     assert target.read_bytes().startswith(PNG_SIGNATURE)
+
+
+async def test_a_tree_that_read_messages_again_says_how_many_times_the_floor() -> None:
+    report = await replay(dataset(30, 44), MemoryStore(), replace(SMALL, strategy="tree"))
+    console = Console(record=True, width=200)
+    print_report(report, console)
+    text = console.export_text()
+    ratio = report.modes["memory"].message_tokens / report.floor_tokens
+    assert ratio > 1
+    assert f"({ratio:.2f}x the floor)" in text

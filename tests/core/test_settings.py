@@ -373,6 +373,7 @@ DIFFERENT_DEFAULTS: dict[tuple[Callable[..., Any], str], Any] = {
     (CachedSummarizationMiddleware, "keep"): ("messages", 20),
     (CachedSummarizationMiddleware, "summarizer"): None,
     (CachedSummarizationMiddleware, "on_summarizer_error"): "degrade",
+    (ConversationCompressor, "strategy"): "extend",  # it drops what it summarized: no tree
 }
 
 
