@@ -41,14 +41,16 @@ cache as it was.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["ProcessCache", "clear_process_caches", "process_caches", "register"]
+__all__ = ["PerName", "ProcessCache", "clear_process_caches", "process_caches", "register"]
 
 
 _C = TypeVar("_C")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,37 @@ class ProcessCache:
 
 
 _CACHES: dict[tuple[str, str], ProcessCache] = {}
+
+
+class PerName(Generic[_T]):
+    """A process-wide table of one object per name (a summarizer's), made on first use.
+
+    Args:
+        make: Makes the object of a name.
+    """
+
+    def __init__(self, make: Callable[[str], _T]) -> None:
+        self._make = make
+        self._items: dict[str, _T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> _T:
+        """The object of ``name``, made now if it has none."""
+        with self._lock:
+            item = self._items.get(name)
+            if item is None:
+                item = self._items[name] = self._make(name)
+            return item
+
+    def values(self) -> list[_T]:
+        """Every object made so far."""
+        with self._lock:
+            return list(self._items.values())
+
+    def clear(self) -> None:
+        """Forget every object."""
+        with self._lock:
+            self._items.clear()
 
 
 def register(

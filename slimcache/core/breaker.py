@@ -20,7 +20,7 @@ import threading
 import time
 
 from slimcache._exceptions import InputTooLong, SummarizerError
-from slimcache._process import register
+from slimcache._process import PerName, register
 
 __all__ = [
     "COOLDOWN",
@@ -126,27 +126,20 @@ class Breaker:
             self.probing = False
 
 
-_BREAKERS: dict[str, Breaker] = register(
-    __name__, "breakers", "the recent failures of each summarizer", {}
+_BREAKERS: PerName[Breaker] = register(
+    __name__, "breakers", "the recent failures of each summarizer", PerName(Breaker)
 )
-_GUARD = threading.Lock()
 
 
 def breaker_for(name: str) -> Breaker:
     """The process's breaker of the summarizer ``name``."""
-    with _GUARD:
-        breaker = _BREAKERS.get(name)
-        if breaker is None:
-            breaker = _BREAKERS[name] = Breaker(name)
-        return breaker
+    return _BREAKERS.get(name)
 
 
 def cool_downs_over() -> None:
     """End every open breaker's cool-down now: the next call of each summarizer probes it
     (when the model is known to be back)."""
-    with _GUARD:
-        breakers = list(_BREAKERS.values())
-    for breaker in breakers:
+    for breaker in _BREAKERS.values():
         with breaker._lock:
             if breaker.open_until is not None:
                 breaker.open_until = time.monotonic()

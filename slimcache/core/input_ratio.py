@@ -32,7 +32,7 @@ import threading
 from typing import Any
 
 from slimcache._exceptions import InputTooLong
-from slimcache._process import register
+from slimcache._process import PerName, register
 
 __all__ = [
     "FALL",
@@ -192,16 +192,14 @@ class InputRatio:
         return self.in_force()
 
 
-_RATIOS: dict[str, InputRatio] = register(
-    __name__, "input ratios", "each summarizer's token count against the estimate", {}
+_RATIOS: PerName[InputRatio] = register(
+    __name__,
+    "input ratios",
+    "each summarizer's token count against the estimate",
+    PerName(InputRatio),
 )
-_GUARD = threading.Lock()
 
 
 def ratio_for(name: str) -> InputRatio:
     """The process's learned ratio of the summarizer ``name``."""
-    with _GUARD:
-        ratio = _RATIOS.get(name)
-        if ratio is None:
-            ratio = _RATIOS[name] = InputRatio(name)
-        return ratio
+    return _RATIOS.get(name)
