@@ -94,7 +94,7 @@ class Breaker:
             logger.warning("%s answered again: calling it as usual", self.name)
         return was_open
 
-    def failed(self, *, probe: bool, threshold: int = FAILURES) -> bool:
+    def failed(self, *, probe: bool, threshold: int) -> bool:
         """Count a call that got no answer; ``True`` when it opened the breaker.
 
         Args:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from slimcache._exceptions import InputTooLong, SummarizerError
 from slimcache.core import recorder as reporting
-from slimcache.core.breaker import FAILURES, Breaker, BreakerOpen, breaker_for, no_answer
+from slimcache.core.breaker import Breaker, BreakerOpen, breaker_for, no_answer
 from slimcache.core.input_bound import InputBound, Step
 from slimcache.core.input_ratio import REFUSALS, ratio_for
 from slimcache.core.strategies import Strategy
@@ -290,11 +290,12 @@ class SummaryProducer:
         if isinstance(error, InputTooLong):
             work.stats.length_refusals += 1
             ratio_for(self.summarizer_id).refused(error, sent, self.bound.limit)
-        if breaker is None:
+        threshold = self.breaker_failures  # a breaker is admitted only when it is set
+        if breaker is None or threshold is None:
             return
         if not no_answer(error):
             self._answered(work, breaker)
-        elif breaker.failed(probe=probe, threshold=self.breaker_failures or FAILURES):
+        elif breaker.failed(probe=probe, threshold=threshold):
             work.stats.breaker_opened += 1
             self._breaker_event("opened")
 
