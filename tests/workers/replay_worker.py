@@ -49,7 +49,7 @@ from slimcache import (
 )
 from slimcache.stores import SupportsClose
 from tests.fakes import chat
-from tests.workers.signals import emit, wait_for
+from tests.workers.signals import answer_jobs, emit, wait_for
 
 __all__ = [
     "SUMMARIZER_ID",
@@ -194,9 +194,7 @@ async def serve(args: argparse.Namespace) -> None:
     try:
         # Open a connection now, so that the first job's tasks start together.
         await store.get(f"warm-up-{args.worker}")
-        emit({"started": True})
-        while line := await asyncio.to_thread(sys.stdin.readline):
-            emit(await run_job(store, args.worker, json.loads(line)))
+        await answer_jobs(lambda job: run_job(store, args.worker, job))
     finally:
         if isinstance(store, SupportsClose):
             await store.aclose()

@@ -7,7 +7,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     # Only named: a worker whose clock is shifted imports slimcache after the shift.
     from slimcache import SummarizeCompressor
 
-__all__ = ["emit", "signalling_lease_wait", "wait_for"]
+__all__ = ["answer_jobs", "emit", "signalling_lease_wait", "wait_for"]
 
 _T = TypeVar("_T")
 
@@ -24,6 +24,14 @@ def emit(message: Mapping[str, Any]) -> None:
     """Print ``message`` to the parent as one JSON line, at once."""
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
+
+
+async def answer_jobs(answer: Callable[[Any], Awaitable[Mapping[str, Any]]]) -> None:
+    """Print ``{"started": true}``, then answer each JSON line read from stdin with the JSON
+    line ``answer`` gives for it, until stdin closes."""
+    emit({"started": True})
+    while line := await asyncio.to_thread(sys.stdin.readline):
+        emit(await answer(json.loads(line)))
 
 
 def _exists(path: str) -> bool:

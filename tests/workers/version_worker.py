@@ -33,7 +33,7 @@ from slimcache import (
 )
 from slimcache.stores import SupportsClose, entries
 from tests.fakes import chat
-from tests.workers.signals import emit
+from tests.workers.signals import answer_jobs
 
 __all__ = ["conversation", "main", "summary_of"]
 
@@ -66,22 +66,21 @@ async def serve(args: argparse.Namespace) -> None:
         lease_ttl=30.0,
     )
     messages = conversation()
+
+    async def answer(request: dict[str, Any]) -> dict[str, Any]:
+        result = await compressor.compress_detailed(
+            messages[: request["length"]], thread_id=request["thread"]
+        )
+        return {
+            "outcome": result.outcome,
+            "cached": result.cached,
+            "range": list(result.summary_range) if result.summary_range else None,
+            "summary": result.summary,
+        }
+
     try:
         await store.get("warm-up")
-        emit({"started": True})
-        while line := await asyncio.to_thread(sys.stdin.readline):
-            request = json.loads(line)
-            result = await compressor.compress_detailed(
-                messages[: request["length"]], thread_id=request["thread"]
-            )
-            emit(
-                {
-                    "outcome": result.outcome,
-                    "cached": result.cached,
-                    "range": list(result.summary_range) if result.summary_range else None,
-                    "summary": result.summary,
-                }
-            )
+        await answer_jobs(answer)
     finally:
         if isinstance(store, SupportsClose):
             await store.aclose()
