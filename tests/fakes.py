@@ -209,3 +209,15 @@ def counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(slimcache.core.plan, "fingerprint_range", counted)
     monkeypatch.setattr(slimcache.core.plan, "hashed", HashedRanges())
     return calls
+
+
+async def all_keys(store: Any, prefix: str) -> list[str]:
+    """Every key of ``store`` starting with ``prefix``, all pages of ``scan_keys`` read (a page
+    may be empty), sorted."""
+    keys: list[str] = []
+    cursor: str | None = None
+    while True:
+        page, cursor = await store.scan_keys(prefix, cursor=cursor)
+        keys += page
+        if cursor is None:
+            return sorted(keys)

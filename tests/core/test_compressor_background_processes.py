@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from slimcache_sql import SQLStore
 
 from slimcache import KeepMessages, MessageThreshold, Store, SummarizeCompressor
 from tests.fakes import RecordingSummarizer, chat
-from tests.servers.sqlite_files import sqlite_url
+from tests.servers.store_factories import shared_by_processes
 from tests.workers.replay_worker import SUMMARIZER_ID
 
 pytestmark = pytest.mark.servers
@@ -68,25 +67,9 @@ async def read_line(process: Any, folder: Path, number: int) -> Any:
 
 
 @pytest.fixture(params=["redis", "sqlite"])
-def shared_store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[str, dict[str, Any]]]:
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
     """A store URL the processes share, and the options naming a part no other test uses."""
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        yield server.url, {"prefix": f"slimcache-test:{uuid.uuid4().hex}:"}
-    else:
-        url = sqlite_url(tmp_path / "shared.db")
-
-        async def create() -> None:  # made here: two processes creating it at once would race
-            store = SQLStore.from_url(url)
-            try:
-                await store.setup()
-            finally:
-                await store.aclose()
-
-        asyncio.run(create())
-        yield url, {}
+    return shared_by_processes(request, tmp_path, request.param, "slimcache-test")
 
 
 def open_shared(url: str, options: dict[str, Any]) -> Store:

@@ -14,17 +14,16 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from slimcache_sql import SQLStore
 
 from slimcache import open_store
 from slimcache.stores import SupportsClose, ThreadKeys
 from slimcache.stores.entries import ENTRY_VERSION
-from tests.servers.sqlite_files import sqlite_url
+from tests.fakes import all_keys
+from tests.servers.store_factories import shared_by_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,39 +90,16 @@ class Worker:
 
 
 @pytest.fixture(params=["redis", "sqlite"])
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The store URL and options both workers and the test open: a fresh key prefix of the
-    Redis server, or a new SQLite file whose table is made here (two processes making it at
-    once would race)."""
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_server").url
-        yield url, {"prefix": f"slimcache-fleet:{uuid.uuid4().hex}:"}
-        return
-    url = sqlite_url(tmp_path / "fleet.db")
-
-    async def create() -> None:
-        store = SQLStore.from_url(url)
-        try:
-            await store.setup()
-        finally:
-            await store.aclose()
-
-    asyncio.run(create())
-    yield url, {}
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """The store URL and options both workers and the test open."""
+    return shared_by_processes(request, tmp_path, request.param, "slimcache-fleet")
 
 
 async def stored_records(url: str, options: dict[str, Any], thread: str) -> dict[str, Any]:
     """Every record of ``thread`` in the store, parsed, by key."""
     store = open_store(url, **options)
     try:
-        prefix = ThreadKeys(thread).prefix
-        keys: list[str] = []
-        cursor: str | None = None
-        while True:
-            page, cursor = await store.scan_keys(prefix, cursor=cursor)  # type: ignore[attr-defined]
-            keys += page
-            if cursor is None:
-                break
+        keys = await all_keys(store, ThreadKeys(thread).prefix)
         return {key: json.loads(await store.get(key) or "null") for key in sorted(set(keys))}
     finally:
         if isinstance(store, SupportsClose):

@@ -14,7 +14,7 @@ from slimcache import KeepMessages, MessageThreshold, Store, SummarizeCompressor
 from slimcache.stores import ThreadKeys
 from slimcache.stores.entries import ENTRY_VERSION, of_other_version
 from slimcache.testing import StoreFactory
-from tests.fakes import RecordingSummarizer, chat
+from tests.fakes import RecordingSummarizer, all_keys, chat
 
 NEWER = "a summary written in a newer format"
 
@@ -29,17 +29,6 @@ def newer(raw: str | None) -> str:
             record["v"] = ENTRY_VERSION + 1
             record["summary"] = NEWER
     return json.dumps(data)
-
-
-async def summary_keys(store: Store, prefix: str) -> list[str]:
-    """Every key of ``store`` starting with ``prefix``, all pages read (a page may be empty)."""
-    keys: list[str] = []
-    cursor: str | None = None
-    while True:
-        page, cursor = await store.scan_keys(prefix, cursor=cursor)  # type: ignore[attr-defined]
-        keys += page
-        if cursor is None:
-            return sorted(keys)
 
 
 def compressor(summarizer: RecordingSummarizer, store: Store) -> SummarizeCompressor:
@@ -77,7 +66,7 @@ async def test_records_of_a_newer_version_are_never_served_nor_overwritten(
     assert len(summarizer.calls) == 2  # made each time, as nothing can be cached
     assert await store.get(keys.index) == index_raw
     assert await store.get(keys.summary(start, end)) == range_raw
-    assert await summary_keys(store, "thread_mixed:summary:") == [keys.summary(start, end)]
+    assert await all_keys(store, "thread_mixed:summary:") == [keys.summary(start, end)]
 
 
 async def test_cached_summarizer_leaves_records_of_a_newer_version_alone(

@@ -14,6 +14,8 @@ that keeps the store apart; a test that wants two stores on the same data names 
 - ``redis_cluster_store_factory``: the same on the session's Redis Cluster (``redis_cluster``).
 - ``s3_store_factory``: on the session's moto S3 (``s3_server``), each store in a new bucket
   unless ``bucket`` is given (the URL's bucket; other options go to ``S3Store.from_url``).
+- ``shared_by_processes``: not a fixture: the URL and options of a Redis or SQLite store that
+  several worker processes and the test open.
 - ``dynamodb_store_factory``: on the session's moto DynamoDB (``dynamodb_server``), each store
   on a new table, created on first use, unless ``table`` is given.
 
@@ -30,6 +32,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import pytest
 import pytest_asyncio
 from slimcache_dynamodb import DynamoDBStore
 from slimcache_redis import RedisStore
@@ -53,6 +56,7 @@ __all__ = [
     "redis_cluster_store_factory",
     "redis_store_factory",
     "s3_store_factory",
+    "shared_by_processes",
     "sqlite_store_factory",
 ]
 
@@ -193,3 +197,25 @@ async def dynamodb_store_factory(
 
     async with closing_stores(open_store) as make:
         yield make
+
+
+def shared_by_processes(
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str, prefix: str
+) -> tuple[str, dict[str, Any]]:
+    """The URL and options of a store several worker processes and the test open: ``redis``,
+    the session's Redis under a fresh key prefix beginning with ``prefix``, or ``sqlite``, a new
+    file whose table is made here (two processes making it at once would race)."""
+    if kind == "redis":
+        url: str = request.getfixturevalue("redis_server").url
+        return url, {"prefix": f"{prefix}:{uuid.uuid4().hex}:"}
+    url = sqlite_url(tmp_path / "shared.db")
+
+    async def create() -> None:
+        store = SQLStore.from_url(url)
+        try:
+            await store.setup()
+        finally:
+            await store.aclose()
+
+    asyncio.run(create())
+    return url, {}
