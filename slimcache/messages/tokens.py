@@ -111,7 +111,7 @@ class RememberingCounter:
 
     def __call__(self, text: str) -> int:
         # A subclass of str (a tree's served summary) is remembered by its plain text.
-        key = (text if type(text) is str else str.__str__(text)) if isinstance(text, str) else None
+        key = str.__str__(text) if isinstance(text, str) else None
         found = self._counts.get(key) if key is not None else None
         if found is not None:
             return found
