@@ -22,11 +22,14 @@ by where they were stated: ``early`` (the first 30% of the summarized history), 
   next compression summarizes it again, from scratch, with the messages evicted since.
 
 Summarizers: the rules ``thin``, ``names-first`` and ``random`` are deterministic (see
-:mod:`benchmarks.quality_rules`), so the effect of the way summaries combine shows (the
-random rule's loss is a draw: its figures are pooled over ``--draws`` seeds); and
-``openai:MODEL`` / ``anthropic:MODEL`` call a real model, as ``slimcache bench --summarizer``
-does (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``). ``--real-model`` is ``--summarizer
-openai:smollm2`` with fewer, shorter conversations, for the local model::
+:mod:`benchmarks.quality_rules`), so the effect of the way summaries combine shows. A rule
+holds 10 to 150 of 200 facts, too few for the counts by position to settle in one planting,
+so its figures are pooled over ``--draws`` draws (20 by default): each plants the facts anew,
+each in its own stretch of the history but at a place the draw's seed picks, and seeds the
+random rule anew. The models ``openai:MODEL`` and ``anthropic:MODEL`` replay the
+conversations once, called as ``slimcache bench --summarizer`` calls them
+(``OPENAI_BASE_URL``, ``OPENAI_API_KEY``). ``--real-model`` is ``--summarizer openai:smollm2``
+with fewer, shorter conversations, for the local model::
 
     uv run python benchmarks/quality.py
     uv run python benchmarks/quality.py --strategy concat --budget 400
@@ -77,6 +80,8 @@ HARNESS_METHODS = ("one-shot", "re-summarize")
 DEFAULT = "default"
 """The method that gives the compressor no ``strategy``: its own default."""
 BUDGETS = (150, 400)
+DRAWS = 20
+"""Draws each rule's figures are pooled over unless ``--draws`` says otherwise."""
 REAL_MODEL = "smollm2"
 
 # ---------------------------------------------------------------- the methods
@@ -314,9 +319,9 @@ def make(spec: str, args: argparse.Namespace, draw: int = 0) -> Any:
 
 
 def draws(spec: str, args: argparse.Namespace) -> int:
-    """How many times a summarizer replays the conversations: ``--draws`` for the random rule,
-    whose loss is a draw, once for the others (the same input gives the same summary)."""
-    return args.draws if spec == "random" else 1
+    """How many times a summarizer replays the conversations: ``--draws`` for a rule, each
+    draw with the facts planted anew (and the random rule seeded anew), once for a model."""
+    return args.draws if spec in RULES else 1
 
 
 async def measure(
@@ -344,23 +349,29 @@ async def measure(
     return totals
 
 
-def conversations(args: argparse.Namespace) -> list[Planted]:
-    """The chitchat conversations the run takes, facts planted."""
+def conversations(args: argparse.Namespace, draw: int = 0) -> list[Planted]:
+    """The chitchat conversations the run takes (the same in every draw), facts planted with
+    the draw's seed."""
     dataset = load_chitchat()
     longest = args.max_messages or len(max(dataset.conversations, key=lambda c: c.turns).messages)
     fitting = [c for c in dataset.conversations if len(c.messages) <= longest]
     pool = select_conversations(
         fitting, count=4 * args.conversations, min_messages=args.min_messages, seed=args.seed
     )
-    cases = [planted(conv, args.seed, args.threshold) for conv in pool]
-    return [c for c in cases if c is not None][: args.conversations]
+    plantable = [c for c in pool if planted(c, args.seed, args.threshold) is not None]
+    return [
+        case
+        for conv in plantable[: args.conversations]
+        if (case := planted(conv, args.seed + draw, args.threshold)) is not None
+    ]
 
 
 async def main(args: argparse.Namespace) -> None:
     """Plant the facts, replay each method with each summarizer and budget, print the table."""
     methods = list(dict.fromkeys([*args.methods, *args.strategy]))
     check_methods(methods, Settings(args.threshold, args.keep, args.budget[0]))
-    cases = conversations(args)
+    plantings = [conversations(args, draw) for draw in range(args.draws)]
+    cases = plantings[0]
     lines = [HEADER]
     pooled = {method: Totals() for method in methods}
     runs = 0
@@ -376,14 +387,16 @@ async def main(args: argparse.Namespace) -> None:
                 settings = Settings(args.threshold, args.keep, budget)
                 real = not isinstance(summarizer, ThinningSummarizer)
                 totals = await measure(summarizer, methods, cases, settings, args.show, real)
+                replayed = len(cases)
                 for draw in range(1, draws(spec, args)):
                     again = make(spec, args, draw)
                     for method, total in (
-                        await measure(again, methods, cases, settings, False)
+                        await measure(again, methods, plantings[draw], settings, False)
                     ).items():
                         totals[method].absorb(total)
-                runs += len(cases) * draws(spec, args)
-                lines += rows(spec, str(budget), totals, len(cases) * draws(spec, args))
+                    replayed += len(plantings[draw])
+                runs += replayed
+                lines += rows(spec, str(budget), totals, replayed)
                 for method, total in totals.items():
                     pooled[method].absorb(total)
                     for failure in total.failures[:1]:
@@ -400,8 +413,13 @@ async def main(args: argparse.Namespace) -> None:
         f"before the last {args.threshold} messages; summarize when > {args.threshold} messages, "
         f"keep {args.keep}"
         + (
-            f"; random rule forgets {args.forget:.0%} per call, its figures pooled over "
-            f"{args.draws} draws (seeds {args.seed}-{args.seed + args.draws - 1})"
+            f"; each rule's figures pooled over {args.draws} draws (seeds {args.seed}-"
+            f"{args.seed + args.draws - 1}), each planting the facts anew"
+            if any(spec in RULES for spec in args.summarizer) and args.draws > 1
+            else ""
+        )
+        + (
+            f"; random rule forgets {args.forget:.0%} per call"
             if "random" in args.summarizer
             else ""
         )
@@ -459,9 +477,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--draws",
         type=int,
-        default=5,
-        help="times the random rule replays the conversations, each with its own seed, pooled "
-        "(default: %(default)s; one draw of 200 facts moves by a third from seed to seed)",
+        default=DRAWS,
+        help="times each rule replays the conversations, pooled: each draw plants the facts "
+        "anew, with its own seed, and seeds the random rule (default: %(default)s; one draw "
+        "holds 10 to 150 facts, whose counts by position move by a third from seed to seed)",
     )
     parser.add_argument(
         "--show", action="store_true", help="print the first conversation's summaries"

@@ -36,6 +36,9 @@ EARLY_END = 0.3
 """A fact in the first this share of the summarized history is ``early``."""
 LATE_START = 0.6
 """A fact from this share of the summarized history on (its last 40%) is ``late``."""
+_WITHIN_STRETCH = (0.15, 0.85)
+"""Where in its stretch of the history a fact may be planted: away from the stretch's ends, so
+that it stays at the stretch's position (``early``, ``middle``, ``late``)."""
 
 
 def position(index: int, start: int, end: int) -> str:
@@ -232,20 +235,24 @@ def summarized_span(messages: Sequence[dict[str, Any]], window: int) -> tuple[in
 def planted(conversation: BenchConversation, seed: int, window: int) -> Planted | None:
     """The conversation with ten facts spread evenly over the history every summary covers.
 
-    Fact ``j`` of ``n`` goes into the user message nearest to ``(j + 0.5) / n`` of the span
-    :func:`summarized_span` gives, a message holding at most one fact. ``None`` when the span
-    has fewer user messages than facts.
+    Fact ``j`` of ``n`` goes into the user message nearest to a point drawn at random within
+    the ``j``-th ``n``-th of the span :func:`summarized_span` gives (``(j + u) / n``, ``u``
+    drawn by ``seed`` from the middle 70% of ``[0, 1)``), a message holding at most one fact:
+    every stretch of the span gets a fact, and where in its stretch changes from seed to seed,
+    so that a rule keeping every k-th sentence does not keep the same places in every draw.
+    ``None`` when the span has fewer user messages than facts.
     """
     messages = [dict(m) for m in conversation.messages]
     start, end = summarized_span(messages, window)
     users = [i for i in range(start, end) if messages[i]["role"] == "user"]
     background = "\n".join(str(m.get("content", "")) for m in messages)
-    facts = plant_facts(random.Random(f"{seed}:{conversation.id}"), background)
+    rng = random.Random(f"{seed}:{conversation.id}")
+    facts = plant_facts(rng, background)
     if len(users) < len(facts):
         return None
     placed: list[Fact] = []
     for j, fact in enumerate(facts):
-        target = start + (j + 0.5) * (end - start) / len(facts)
+        target = start + (j + rng.uniform(*_WITHIN_STRETCH)) * (end - start) / len(facts)
         index = min(users, key=lambda i: abs(i - target))
         users.remove(index)
         messages[index]["content"] = f"{messages[index]['content']}\n{fact.sentence}"

@@ -18,8 +18,9 @@ the parts before it too, until they fit: the served summary stays within the bud
 slack the summarizer is allowed), whatever the number of compactions.
 
 A merge reads the original messages of the range it covers, rather than the parts' summaries,
-when they count at most :data:`ORIGINALS_WITHIN` times the budget and fit the bound on one
-call's input: a stateless client resends the whole history, so the producer has them at hand
+when they count at most :data:`ORIGINALS_WITHIN` times the budget (or
+:data:`ORIGINALS_AT_LEAST` tokens, when that is more) and fit the bound on one call's input:
+a stateless client resends the whole history, so the producer has them at hand
 (:class:`Originals`), and a fact then goes through one summary less at each merge, the merge
 reading the fact as stated. The producer hands them over only for a range whose cached part
 matched the request's messages, so a merge never reads messages other than those its parts
@@ -42,7 +43,16 @@ from typing import ClassVar
 
 from slimcache.messages import Message, TokenCounter, message_text
 
-__all__ = ["CEILING", "ORIGINALS_WITHIN", "SEPARATOR", "Forest", "Originals", "Part", "Tree"]
+__all__ = [
+    "CEILING",
+    "ORIGINALS_AT_LEAST",
+    "ORIGINALS_WITHIN",
+    "SEPARATOR",
+    "Forest",
+    "Originals",
+    "Part",
+    "Tree",
+]
 
 SEPARATOR = "\n\n"
 """What joins the parts' summaries in the served text."""
@@ -59,6 +69,19 @@ It bounds what re-reading costs: each merge re-sends at most this many budgets o
 Where a compaction alone is several budgets (a 2,000-token trigger with a 400-token budget),
 no merge re-reads and each message is sent once, as with ``extend``; where a compaction is
 about one budget, the merges of the first several compactions read the facts as stated."""
+
+ORIGINALS_AT_LEAST = 3000
+"""A merge may read up to this many tokens of original messages whatever the budget (and the
+bound on one call's input allows).
+
+Eight budgets of a small summary are few messages: at 150 tokens, 1,200, less than a
+conversation of twenty turns, so that past the first few compactions every merge would read
+summaries of summaries, and an early fact pass through one call more at each level of the tree.
+A call's time goes mostly on its reply, which the budget bounds, so reading 3,000 tokens makes
+such a call little slower than reading 1,200; the tokens are paid for (``benchmarks/quality.py``
+measures the input: at 150 tokens, within 1.3 times ``extend``'s). From a budget of 375 tokens
+on, the eight budgets are the larger bound and this one changes nothing: each message is then
+sent once with a 2,000-token trigger, as before."""
 
 # A summary with no recorded layout: merged only to stay within the ceiling, never as a sibling.
 _WHOLE = 64
@@ -175,7 +198,8 @@ def _merged_originals(
 
     It may when the producer handed over the range's messages, every part's message count is
     known and they add up to them, and the merged range's messages count at most
-    :data:`ORIGINALS_WITHIN` times the budget and fit the room of one call.
+    :data:`ORIGINALS_WITHIN` times the budget (or :data:`ORIGINALS_AT_LEAST`, when that is more)
+    and fit the room of one call.
     """
     if prior is None or prior.originals is None or not merged:
         return None
@@ -185,7 +209,7 @@ def _merged_originals(
         return None
     span = sum(p.messages or 0 for p in merged) + len(new)
     size = sum(originals.tokens[len(originals.tokens) - span :])
-    if size > ORIGINALS_WITHIN * max_tokens:
+    if size > max(ORIGINALS_WITHIN * max_tokens, ORIGINALS_AT_LEAST):
         return None
     if originals.room is not None and size > originals.room:
         return None

@@ -133,6 +133,24 @@ def test_positions_split_the_summarized_history_30_30_40() -> None:
     assert planted(chat(28), seed=1, window=20) is None  # too few user messages to plant ten
 
 
+def test_each_draw_plants_every_fact_in_its_own_stretch_at_a_place_the_seed_picks() -> None:
+    conversation = chat(200)
+    placements = set()
+    for seed in range(6):
+        case = planted(conversation, seed=seed, window=20)
+        assert case is not None
+        start, end = case.span
+        stretch = (end - start) / len(case.facts)
+        for j, fact in enumerate(case.facts):
+            assert start + j * stretch <= fact.index < start + (j + 1) * stretch
+        assert [case.planted_at(where) for where in ("early", "middle", "late")] == [3, 3, 4]
+        placements.add(tuple(fact.index for fact in case.facts))
+        again = planted(conversation, seed=seed, window=20)
+        assert again is not None
+        assert [f.index for f in again.facts] == [f.index for f in case.facts]
+    assert len(placements) == 6  # each seed its own places
+
+
 async def test_facts_are_counted_by_position_in_the_summary_and_the_window() -> None:
     case = planted(chat(60), seed=1, window=20)
     assert case is not None

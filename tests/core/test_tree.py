@@ -17,7 +17,7 @@ from slimcache import (
     SummaryContext,
 )
 from slimcache.core.summarizer import input_tokens
-from slimcache.core.tree import SEPARATOR
+from slimcache.core.tree import ORIGINALS_AT_LEAST, ORIGINALS_WITHIN, SEPARATOR
 from slimcache.messages import approx_tokens
 from slimcache.stores import ThreadKeys
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex, load_stored
@@ -79,7 +79,7 @@ async def test_parts_merge_like_a_binary_counter_one_call_per_compaction(
     result = await replay(summarizer, store, history, 101)
     compactions = summarizer.calls
     # The second part completes a pair: merged with the first, in its own call, from the
-    # original messages of both (they fit the bound and are within 12 times the budget).
+    # original messages of both (they fit the bound and are within 8 times the budget).
     assert [(task, start, end) for task, start, end, _ in compactions] == [
         ("summarize", 1, 11),
         ("summarize", 1, 23),
@@ -217,6 +217,39 @@ async def test_a_merge_reads_the_original_messages_of_its_range(
     assert isinstance(raw, dict)
     assert all(len(part) == 3 for part in raw["parts"])
     assert raw["part_messages"] == [23]
+
+
+@pytest.mark.parametrize("budget", [100, 700])
+async def test_a_merge_reads_up_to_the_larger_of_8_budgets_and_3000_tokens_of_messages(
+    make_store: StoreFactory, budget: int
+) -> None:
+    store = await make_store()
+    summarizer = Tagged()
+    # Messages of about 100 tokens: a compaction is 11 or 12 of them, a pair of compactions
+    # about 2,400 tokens, four about 4,800; every merge fits the bound on one call's input.
+    history = [
+        m if m["role"] == "system" else {**m, "content": m["content"] + " long" * 80}
+        for m in chat(60)
+    ]
+    within = max(ORIGINALS_WITHIN * budget, ORIGINALS_AT_LEAST)
+    assert within == {100: 3000, 700: 5600}[budget]
+    for length in range(2, 61, 2):
+        compressor = tree(summarizer, store, max_summary_tokens=budget, max_input_tokens=20_000)
+        await compressor.compress_detailed(history[:length], thread_id="t")
+    calls = [c[:3] for c in summarizer.calls]
+    # The pair is read as stated at either budget, though at 100 tokens it is 24 budgets.
+    assert calls[:3] == [("summarize", 1, 11), ("summarize", 1, 23), ("summarize", 24, 35)]
+    assert 8 * 100 < summarizer.sent[1] <= ORIGINALS_AT_LEAST
+    # Four compactions' messages are past 3,000 tokens but within 8 budgets of 700.
+    merge = calls[3]
+    if budget == 100:
+        assert merge[:2] == ("extend", 36)
+        messages, previous = summarizer.received[3]
+        assert previous == "summarize[1-23]" + SEPARATOR + "summarize[24-35]"
+        assert [m["content"] for m in messages] == [m["content"] for m in history[36:48]]
+    else:
+        assert merge[:2] == ("summarize", 1)
+        assert ORIGINALS_AT_LEAST < summarizer.sent[3] <= within
 
 
 async def test_a_merge_never_reads_edited_messages(make_store: StoreFactory) -> None:
