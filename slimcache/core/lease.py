@@ -4,7 +4,9 @@ The lease is one store key holding ``"<token> <deadline>"``, written with ``set_
 and a TTL. Only its holder releases it (compare-and-delete on the token), a holder renews it
 while its summarizer runs, and a holder that cannot release (the store failed) keeps trying in
 the background until the lease would have expired anyway, so the first request after an outage
-does not wait out a stale lease.
+does not wait out a stale lease. A renewal whose call failed may still have been carried out
+(a store that answered after the caller's bound): the holder then holds either value, and
+renews and releases whichever the lease holds.
 
 The deadline in the value is written by the holder's clock. On stores with compare-and-set a
 waiter takes a lease over when:
@@ -117,6 +119,8 @@ class Lease:
         self.watch_clock = watch_clock
         self.token = uuid.uuid4().hex
         self.value: str | None = None
+        # Values renewals whose calls failed may have written since ``value`` was confirmed.
+        self._unsure: list[str] = []
         # The other worker's value this one is waiting on, and since when (watch_clock).
         self._watched: tuple[str, float] | None = None
 
@@ -203,15 +207,28 @@ class Lease:
         return now - self._watched[1] > self.ttl + WATCH_SLACK
 
     async def renew(self) -> bool:
-        """Push the lease's deadline back; return ``False`` if it is no longer ours."""
+        """Push the lease's deadline back; return ``False`` if it is no longer ours.
+
+        The lease is still ours when it holds the value of a renewal whose call failed but
+        was carried out all the same: that value is renewed in turn.
+
+        Raises:
+            StoreError: The store failed; the renewal may or may not have been carried out.
+        """
         if self.value is None or not self.io.compares:
             return False
         value = self._fresh_value()
-        if await self.io.compare_and_set(self.key, self.value, value, ttl=self.ttl):
-            self.value = value
-            return True
+        for held in [self.value, *reversed(self._unsure)]:
+            try:
+                won = await self.io.compare_and_set(self.key, held, value, ttl=self.ttl)
+            except BaseException:  # a failed or cancelled call may still be carried out
+                self._unsure.append(value)
+                raise
+            if won:
+                self.value, self._unsure = value, []
+                return True
         logger.warning("lost the lease %s while summarizing", self.key)
-        self.value = None
+        self.value, self._unsure = None, []
         return False
 
     @contextlib.asynccontextmanager
@@ -246,6 +263,7 @@ class Lease:
         value, self.value = self.value, None
         if value is None:
             return
+        self._forget_unsure()
         try:
             await self._delete_own(value)
         except StoreError as exc:
@@ -264,6 +282,7 @@ class Lease:
     def released(self) -> None:
         """Record that a batch carrying :meth:`release_op` ran: the lease is given up."""
         self.value = None
+        self._forget_unsure()
 
     def release_later(self) -> None:
         """Give the lease up in the background, without waiting on the store.
@@ -273,6 +292,14 @@ class Lease:
         """
         value, self.value = self.value, None
         if value is not None:
+            self._forget_unsure()
+            self._clean_up_later(value)
+
+    def _forget_unsure(self) -> None:
+        """Release, in the background, whichever value of a renewal whose call failed the
+        lease may hold: the lease is given up under any of them."""
+        unsure, self._unsure = self._unsure, []
+        for value in unsure:
             self._clean_up_later(value)
 
     def hold_while(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -287,6 +314,7 @@ class Lease:
             return
         keeper = Lease(self.io, self.key, self.ttl, clock=self.clock, watch_clock=self.watch_clock)
         keeper.token, keeper.value, self.value = self.token, self.value, None
+        keeper._unsure, self._unsure = self._unsure, []
         in_background(keeper._hold_while(work))
 
     async def _hold_while(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
