@@ -34,6 +34,7 @@ Usage::
         [--in-flight 64] [--delay 0.05] [--store URL [--server-pid PID ...]]
         [--cluster [--replicas 1 --kill-primary-after SECONDS]] [--data chitchat|synthetic]
         [--hiredis on|off] [--profile OUT] [--refresh inline|background [--ceiling 40]]
+        [--pause-every SECONDS [--pause-for 6]]
 
 Without ``--store`` it starts a ``redis-server`` of its own (the test suite's, on loopback);
 ``--cluster`` starts the test suite's three-primary Redis Cluster instead, with ``--replicas``
@@ -44,13 +45,17 @@ so that redis-py parses replies in Python, as without the ``slimcache[redis]`` e
 ``--refresh background`` builds the compressors with ``refresh="background"`` and
 ``ceiling=MessageThreshold(--ceiling)``; each worker drains its background refreshes before
 it reports (their work is in its CPU time), so duplicates, stale and lost summaries are
-counted for that mode as for inline.
+counted for that mode as for inline. ``--pause-every S`` stops the server (SIGSTOP: the one it
+started, or every ``--server-pid``) for ``--pause-for`` seconds (default 6) in every ``S``
+seconds of the timed run: the calls in flight reach their bound, and those queued run once it
+resumes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import itertools
 import logging
@@ -58,6 +63,7 @@ import multiprocessing
 import os
 import queue
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -89,6 +95,7 @@ from slimcache import (
     SummaryContext,
     open_store,
 )
+from slimcache.core.tree import SEPARATOR
 from slimcache.stores import SupportsClose
 from tests.servers.redis_cluster import RedisClusterServers
 from tests.servers.redis_server import RedisServer, find_redis_server
@@ -153,13 +160,21 @@ class LoggedSummarizer:
 
 
 def covers(summary: str | None, thread: str, served: tuple[int, int] | None) -> bool:
-    """Whether ``summary`` was made for ``thread`` from exactly the range ``served``."""
+    """Whether ``summary`` was made for ``thread`` from exactly the range ``served``.
+
+    A ``tree`` summary is its parts' summaries joined by a blank line, each made for the thread
+    (``"t7:1-23\n\nt7:24-35|36-47"``): together they must cover the range, in order.
+    """
     if summary is None or served is None:
         return summary is None and served is None
-    owner, _, steps = summary.partition(":")
-    bounds = [tuple(int(n) for n in step.split("-")) for step in steps.split("|")]
+    bounds: list[tuple[int, ...]] = []
+    for part in summary.split(SEPARATOR):
+        owner, _, steps = part.partition(":")
+        if owner != thread:
+            return False
+        bounds += [tuple(int(n) for n in step.split("-")) for step in steps.split("|")]
     contiguous = all(a[1] + 1 == b[0] for a, b in itertools.pairwise(bounds))
-    return owner == thread and contiguous and (bounds[0][0], bounds[-1][1]) == served
+    return contiguous and (bounds[0][0], bounds[-1][1]) == served
 
 
 # -- one worker ---------------------------------------------------------------------------------
@@ -381,7 +396,8 @@ def run_fleet(args: argparse.Namespace, where: Servers) -> None:
         server_before, wall = server_cpu(where.pids), time.perf_counter()
         args.started_at = time.time()
         killer = _kill_later(where, args.kill_primary_after)
-        done = _collect(reports, processes)
+        with _paused_now_and_then(where, args.pause_every, args.pause_for):
+            done = _collect(reports, processes)
         wall = time.perf_counter() - wall
         server_used = server_cpu(where.pids) - server_before
         for process in processes:
@@ -427,6 +443,47 @@ def _kill_later(where: Servers, seconds: float | None) -> threading.Thread | Non
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
     return thread
+
+
+@contextmanager
+def _paused_now_and_then(where: Servers, every: float | None, length: float) -> Iterator[None]:
+    """Stop the local server processes (SIGSTOP) for ``length`` seconds in every ``every``
+    seconds while the block runs, the first stop ``every - length`` seconds in; let them go
+    (SIGCONT) at each stop's end and when the block ends."""
+    if every is None:
+        yield
+        return
+    if not where.pids:
+        raise SystemExit("--pause-every needs a local server: its own, or --server-pid")
+    if not 0 < length < every:
+        raise SystemExit("--pause-for must be more than 0 and less than --pause-every")
+    done = threading.Event()
+    stops = 0
+
+    def signal_all(number: signal.Signals) -> None:
+        for pid in where.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, number)
+
+    def pause() -> None:
+        nonlocal stops
+        while not done.wait(every - length):
+            signal_all(signal.SIGSTOP)
+            stops += 1
+            try:
+                done.wait(length)
+            finally:
+                signal_all(signal.SIGCONT)
+
+    thread = threading.Thread(target=pause, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        signal_all(signal.SIGCONT)
+        print(f"stopped the server {stops} times for {length:g} s, one in every {every:g} s")
 
 
 class _FirstCalls:
@@ -544,6 +601,13 @@ def main() -> None:
     parser.add_argument(
         "--hiredis", choices=("on", "off"), default="on", help="off: redis-py's Python parser"
     )
+    parser.add_argument(
+        "--pause-every",
+        type=float,
+        help="stop the server (SIGSTOP: its own, or every --server-pid) once in this many "
+        "seconds of the run, for --pause-for seconds",
+    )
+    parser.add_argument("--pause-for", type=float, default=6.0, help="seconds of each stop")
     args = parser.parse_args()
     if args.hiredis == "off":
         os.environ[_NO_HIREDIS] = "1"
