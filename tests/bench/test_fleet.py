@@ -8,12 +8,13 @@ import pytest
 
 from benchmarks.fleet import LoggedSummarizer, covers
 from slimcache import KeepMessages, MemoryStore, MessageThreshold, SummarizeCompressor
+from slimcache.types import StrategyName
 from tests.fakes import chat
 
 
 @pytest.mark.parametrize("strategy", ["tree", "extend"])
 async def test_every_summary_served_covers_the_range_it_claims(
-    tmp_path: Path, strategy: str
+    tmp_path: Path, strategy: StrategyName
 ) -> None:
     store = MemoryStore()
     summarizer = LoggedSummarizer(str(tmp_path / "calls.log"), delay=0)
