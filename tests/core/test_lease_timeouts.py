@@ -31,6 +31,11 @@ pytestmark = pytest.mark.servers
 # Only reached when something hangs, so that a hang fails the test instead of the suite.
 GUARD = 60.0
 TTL = 30.0
+CALM = 20.0
+"""The bound on the holder's store calls while the server answers (moto answers one request at a
+time, slowly on a loaded machine)."""
+STOPPED = 1.0
+"""The bound on the renewal at which the server stops."""
 
 Fault = Literal["landed", "lost"]
 
@@ -75,23 +80,26 @@ async def _renewal_times_out(
     """A holder whose renewal timed out, the server answering again: the store, the holder and
     the value the holder had before the renewal."""
     server, factory = server_and_factory
-    store = await factory(timeout=2.0)
+    store = await factory()  # the suite's bound for the server, ample on a loaded machine
     await store.get("warm-up")  # connections open and tables made, as in a running service
     stopping = StopsAtRenewal(store, server, fault)
-    io = StoreIO(stopping, Stats(), timeout=1.0, ttl=None)
+    calm = StoreIO(stopping, Stats(), timeout=CALM, ttl=None)
+    short = StoreIO(stopping, Stats(), timeout=STOPPED, ttl=None)
     # A clock that moves a second per reading: each value the holder writes is a new one.
     ticks = itertools.count(time.time())
-    holder = Lease(io, f"lease-{fault}", TTL, clock=lambda: next(ticks))
+    holder = Lease(calm, f"lease-{fault}", TTL, clock=lambda: next(ticks))
     assert await holder.acquire()
     before = holder.value
     assert before is not None
     stopping.armed = True
+    holder.io = short  # only the renewal at which the server stops has the short bound
     try:
         with pytest.raises(StoreError):
             await asyncio.wait_for(holder.renew(), GUARD)
         assert stopping.fired
     finally:
         server.thaw()
+        holder.io = calm
     return store, holder, before
 
 
