@@ -11,7 +11,6 @@ the workers that read it (see :func:`leaves_alone`).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -22,7 +21,7 @@ from slimcache._exceptions import StoreError, StoreTimeout
 from slimcache.core.lease import Lease
 from slimcache.core.lease_wait import PlannedRead
 from slimcache.core.plan import History, IndexUpdate, Rules, next_index, read_index
-from slimcache.core.store_io import in_background
+from slimcache.core.store_io import in_background, once_the_store_answers
 from slimcache.core.thread_cache import INDEX_ATTEMPTS, ThreadCache
 from slimcache.stores.entries import RangeRef, SummaryEntry, ThreadIndex, of_other_version
 
@@ -162,39 +161,35 @@ class IndexWriter:
         since is left to it. Tried for :data:`SETTLE_SECONDS`, then given up (logged).
         """
         key = cache.keys.summary(entry.start, entry.end)
-        until = time.monotonic() + SETTLE_SECONDS
-        delay = 0.1
-        while True:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-            try:
-                index_raw, range_raw = await cache.read_index_and_range(entry.start, entry.end)
-                if lists(cache.parse_index(index_raw), entry):
-                    return  # the batch landed
-                if range_raw not in (None, written, previous_raw):
-                    return  # another worker wrote the range since
-                if range_raw != written and not await self._put(cache, key, range_raw, written):
-                    return
-                view = read_index(cache.parse_index(index_raw), history, self.rules)
-                fresh = replace(plan, index_raw=index_raw, view=view)
-                if await self.write_index(cache, history, fresh, entry) is not None:
-                    logger.info(
-                        "thread %s: range %d-%d cached once the store answered again",
-                        cache.keys.encoded,
-                        entry.start,
-                        entry.end,
-                    )
+
+        async def attempt() -> None:
+            index_raw, range_raw = await cache.read_index_and_range(entry.start, entry.end)
+            if lists(cache.parse_index(index_raw), entry):
+                return  # the batch landed
+            if range_raw not in (None, written, previous_raw):
+                return  # another worker wrote the range since
+            if range_raw != written and not await self._put(cache, key, range_raw, written):
                 return
-            except StoreError as exc:
-                if time.monotonic() + delay > until:
-                    logger.warning(
-                        "thread %s: could not cache range %d-%d after a timeout: %s",
-                        cache.keys.encoded,
-                        entry.start,
-                        entry.end,
-                        exc,
-                    )
-                    return
+            view = read_index(cache.parse_index(index_raw), history, self.rules)
+            fresh = replace(plan, index_raw=index_raw, view=view)
+            if await self.write_index(cache, history, fresh, entry) is not None:
+                logger.info(
+                    "thread %s: range %d-%d cached once the store answered again",
+                    cache.keys.encoded,
+                    entry.start,
+                    entry.end,
+                )
+
+        try:
+            await once_the_store_answers(attempt, time.monotonic() + SETTLE_SECONDS)
+        except StoreError as exc:
+            logger.warning(
+                "thread %s: could not cache range %d-%d after a timeout: %s",
+                cache.keys.encoded,
+                entry.start,
+                entry.end,
+                exc,
+            )
 
     @staticmethod
     async def _put(cache: ThreadCache, key: str, expected: str | None, value: str) -> bool:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
@@ -41,7 +42,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
 from slimcache._exceptions import StoreError
-from slimcache.core.store_io import StoreIO, in_background
+from slimcache.core.store_io import StoreIO, in_background, once_the_store_answers
 from slimcache.stores.protocol import CompareAndDeleteOp, GetOp, SetIfAbsentOp
 
 __all__ = ["CLOCK_TOLERANCE", "WATCH_SLACK", "Lease", "lease_is_abandoned", "lease_is_foreign"]
@@ -344,13 +345,11 @@ class Lease:
         # Until the lease would have expired: counted on the monotonic clock from now, so a
         # wall clock that jumps cannot stretch the retries.
         until = self.watch_clock() + min(float(deadline) - self.clock(), self.ttl)
-        delay = 0.1
-        while self.watch_clock() < until:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-            try:
-                await self._delete_own(value)
-            except StoreError:
-                continue
+        try:
+            released = await once_the_store_answers(
+                functools.partial(self._delete_own, value), until, self.watch_clock
+            )
+        except StoreError:
+            return  # the lease expires on its own
+        if released:
             logger.info("released the lease %s after the store recovered", self.key)
-            return

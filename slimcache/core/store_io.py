@@ -43,11 +43,14 @@ from slimcache.stores.toolkit import run_bounded, run_op
 
 __all__ = [
     "KNOWN_ENTRIES",
+    "RETRY_FIRST",
+    "RETRY_MOST",
     "StoreIO",
     "background_done",
     "bounds_itself",
     "in_background",
     "known_entries",
+    "once_the_store_answers",
     "refresh_due",
     "stamped",
     "takes_ttl",
@@ -89,6 +92,44 @@ def in_background(coro: Coroutine[Any, Any, None]) -> None:
     task = asyncio.get_running_loop().create_task(coro)
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
+
+
+RETRY_FIRST = 0.1
+"""Seconds before the first try of :func:`once_the_store_answers`; each wait after doubles it,
+up to :data:`RETRY_MOST`."""
+RETRY_MOST = 1.0
+"""The longest wait between two tries of :func:`once_the_store_answers`."""
+
+
+async def once_the_store_answers(
+    attempt: Callable[[], Awaitable[None]],
+    until: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Try ``attempt`` until it gets through the store: a clean-up after a store failure, run
+    in the background.
+
+    It is tried after :data:`RETRY_FIRST` seconds, then after waits doubling up to
+    :data:`RETRY_MOST`, as long as a try would start by ``until`` (on ``clock``). Returns
+    whether a try got through: ``False`` when none could start by ``until``.
+
+    Raises:
+        StoreError: The last try's, when every try failed.
+    """
+    delay = RETRY_FIRST
+    error: StoreError | None = None
+    while clock() + delay <= until:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, RETRY_MOST)
+        try:
+            await attempt()
+        except StoreError as exc:
+            error = exc
+            continue
+        return True
+    if error is not None:
+        raise error
+    return False
 
 
 async def background_done() -> None:

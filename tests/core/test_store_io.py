@@ -9,6 +9,7 @@ under both arrangements are in ``test_compressor_faults.py``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import uuid
 from typing import Any
@@ -25,7 +26,7 @@ from slimcache import (
     StoreTimeout,
     SummarizeCompressor,
 )
-from slimcache.core.store_io import StoreIO, bounds_itself
+from slimcache.core.store_io import RETRY_FIRST, StoreIO, bounds_itself, once_the_store_answers
 from slimcache.stores import SupportsCallTimeout
 from slimcache.stores.protocol import call_bound
 from slimcache.stores.toolkit import translate_errors
@@ -300,3 +301,31 @@ async def test_an_entry_read_from_one_store_is_never_served_from_another() -> No
     result = await make(b).compress_detailed(history[:12], thread_id="t")
     assert result.outcome != "hit"
     assert len(summarizer.calls) > calls
+
+
+async def test_a_clean_up_is_tried_until_the_store_answers_and_no_later_than_told() -> None:
+    tries: list[int] = []
+
+    async def fails_twice() -> None:
+        tries.append(len(tries))
+        if len(tries) < 3:
+            raise StoreError("not answering")
+
+    assert await once_the_store_answers(fails_twice, until=math.inf)
+    assert len(tries) == 3
+
+    async def never() -> None:
+        tries.append(len(tries))
+        raise StoreError(f"try {len(tries)}")
+
+    # A clock that reads 0, 1, 2...: tries start at 0.1, 1.2 and 2.4 by it, within 2.5; the
+    # fourth would start at 3.8.
+    tries.clear()
+    ticks = itertools.count()
+    with pytest.raises(StoreError, match="try 3"):
+        await once_the_store_answers(never, until=2.5, clock=lambda: next(ticks))
+    assert len(tries) == 3
+
+    tries.clear()
+    assert not await once_the_store_answers(never, until=RETRY_FIRST / 2, clock=lambda: 0.0)
+    assert tries == []
