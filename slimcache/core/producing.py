@@ -115,7 +115,8 @@ class SummaryProducer:
             step = bound.step(work.checked, first, target.end, previous)
             if isinstance(step.previous, Forest):  # a tree may merge from the messages
                 step = dataclasses.replace(
-                    step, previous=step.previous.reading(self.originals(work, target, step))
+                    step,
+                    previous=step.previous.reading(self.originals(work, target, step, bound)),
                 )
             try:
                 previous = await self.fold(work, step, target.start)
@@ -131,15 +132,15 @@ class SummaryProducer:
                 await checkpoint(step.end, previous)
             first = step.end + 1
 
-    def originals(self, work: Work, target: RangeRef, step: Step) -> Originals:
+    def originals(self, work: Work, target: RangeRef, step: Step, bound: InputBound) -> Originals:
         """The messages of ``target`` up to ``step``'s last, as the request has them, each
-        counted as a call is sent it, and the room one call has for messages.
+        counted as a call is sent it, and the room one call has for messages within ``bound``
+        (the one ``step`` was made within).
 
         They are the messages the cached summary ``step`` extends was made from: the entry
         served matched them (its fingerprint), and each earlier step made its part from them.
         """
         end = step.end + 1
-        bound = self.scaled_bound()
         return Originals(
             start=target.start,
             messages=tuple(work.checked.messages[target.start : end]),
