@@ -63,7 +63,12 @@ from slimcache import (
     SlimcacheError,
     SummarizeCompressor,
 )
-from slimcache.bench.datasets import load_chitchat, request_lengths, select_conversations
+from slimcache.bench.datasets import (
+    BenchConversation,
+    load_chitchat,
+    request_lengths,
+    select_conversations,
+)
 from slimcache.cli.summarizers import (
     ModelOptions,
     check_endpoint,
@@ -349,28 +354,34 @@ async def measure(
     return totals
 
 
-def conversations(args: argparse.Namespace, draw: int = 0) -> list[Planted]:
-    """The chitchat conversations the run takes (the same in every draw), facts planted with
-    the draw's seed."""
+def conversations(args: argparse.Namespace) -> list[BenchConversation]:
+    """The chitchat conversations the run takes, the same in every draw: those with room for
+    the facts (:func:`~benchmarks.quality_facts.planted` needs as many user messages)."""
     dataset = load_chitchat()
     longest = args.max_messages or len(max(dataset.conversations, key=lambda c: c.turns).messages)
     fitting = [c for c in dataset.conversations if len(c.messages) <= longest]
     pool = select_conversations(
         fitting, count=4 * args.conversations, min_messages=args.min_messages, seed=args.seed
     )
-    plantable = [c for c in pool if planted(c, args.seed, args.threshold) is not None]
-    return [
-        case
-        for conv in plantable[: args.conversations]
-        if (case := planted(conv, args.seed + draw, args.threshold)) is not None
+    return [c for c in pool if planted(c, args.seed, args.threshold) is not None][
+        : args.conversations
     ]
+
+
+def plant(args: argparse.Namespace, pool: Sequence[BenchConversation], draw: int) -> list[Planted]:
+    """``pool`` with the facts planted with the draw's seed (every conversation has room)."""
+    cases = [planted(conv, args.seed + draw, args.threshold) for conv in pool]
+    return [case for case in cases if case is not None]
 
 
 async def main(args: argparse.Namespace) -> None:
     """Plant the facts, replay each method with each summarizer and budget, print the table."""
     methods = list(dict.fromkeys([*args.methods, *args.strategy]))
     check_methods(methods, Settings(args.threshold, args.keep, args.budget[0]))
-    plantings = [conversations(args, draw) for draw in range(args.draws)]
+    pool = conversations(args)
+    plantings = [
+        plant(args, pool, draw) for draw in range(max(draws(s, args) for s in args.summarizer))
+    ]
     cases = plantings[0]
     lines = [HEADER]
     pooled = {method: Totals() for method in methods}
